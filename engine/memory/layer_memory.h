@@ -1,0 +1,31 @@
+// LayerMemory: one layer's keys/values, as ring buffers indexed by SessionMemory's slot maps.
+//
+// Plain data, owned by a SessionMemory. Which position or compressed group each slot holds is
+// the same for every layer, so that bookkeeping lives once in SessionMemory.
+#ifndef MNEMO_ENGINE_MEMORY_LAYER_MEMORY_H_
+#define MNEMO_ENGINE_MEMORY_LAYER_MEMORY_H_
+
+#include <torch/types.h>
+
+#include <cstdint>
+
+namespace mnemo::memory {
+
+struct LayerMemory {
+  torch::Tensor k_raw;  // [batch, heads, raw_capacity, d_head]
+  torch::Tensor v_raw;  // [batch, heads, raw_capacity, d_head]
+  torch::Tensor k_cmp;  // [batch, heads, cmp_capacity, d_head]; undefined without cmem
+  torch::Tensor v_cmp;  // [batch, heads, cmp_capacity, d_head]; undefined without cmem
+
+  int64_t bytes() const {
+    int64_t total = 0;
+    for (const torch::Tensor* t : {&k_raw, &v_raw, &k_cmp, &v_cmp}) {
+      if (t->defined()) total += t->numel() * t->element_size();
+    }
+    return total;
+  }
+};
+
+}  // namespace mnemo::memory
+
+#endif  // MNEMO_ENGINE_MEMORY_LAYER_MEMORY_H_

@@ -1,0 +1,30 @@
+// MemoryShape: the sizes every buffer of a SessionMemory is preallocated with.
+#ifndef MNEMO_ENGINE_MEMORY_MEMORY_SHAPE_H_
+#define MNEMO_ENGINE_MEMORY_MEMORY_SHAPE_H_
+
+#include <cstdint>
+
+namespace mnemo::memory {
+
+struct MemoryShape {
+  int batch = 1;      // independent sequences sharing positions (training batches)
+  int layers = 1;
+  int heads = 1;
+  int d_head = 1;
+  int seg_len = 1;    // most positions one segment appends
+  int mem_len = 1;    // raw positions a query sees behind itself
+  int cmem_len = 0;   // compressed slots a query sees (0 = no compressive memory)
+  int cmem_rate = 1;  // positions per compressed slot
+  int max_distance = 1;  // relative distances are clamped to [0, max_distance]
+
+  // The raw ring holds the window of the oldest query of a segment plus the segment itself.
+  int raw_capacity() const { return mem_len + seg_len; }
+  // Visible slots + slots already formed but still inside some query's raw window + slack.
+  int cmp_capacity() const {
+    return cmem_len == 0 ? 0 : cmem_len + (mem_len + seg_len + cmem_rate - 1) / cmem_rate + 2;
+  }
+};
+
+}  // namespace mnemo::memory
+
+#endif  // MNEMO_ENGINE_MEMORY_MEMORY_SHAPE_H_

@@ -1,0 +1,39 @@
+// SegmentPlan: everything a layer needs to append one segment to its memory and attend over
+// it, computed once per segment (it is the same for every layer).
+//
+// Visibility follows DESIGN.md §2 "memory is defined per position": query t sees raw positions
+// [t - mem_len, t] and compressed groups g with (g + 1) * rate <= t - mem_len, the newest
+// cmem_len of them. Group g holds positions [g * rate, (g + 1) * rate) and is formed as soon as
+// its last position arrives, so results never depend on where segment boundaries fall.
+#ifndef MNEMO_ENGINE_MEMORY_SEGMENT_PLAN_H_
+#define MNEMO_ENGINE_MEMORY_SEGMENT_PLAN_H_
+
+#include <torch/types.h>
+
+#include <cstdint>
+#include <vector>
+
+namespace mnemo::memory {
+
+struct SegmentPlan {
+  int64_t start = 0;   // absolute position of the segment's first token
+  int64_t length = 0;  // S
+
+  torch::Tensor raw_write_slots;  // [S] int64: ring slot of each new position
+  torch::Tensor raw_mask;         // [S, raw_capacity] bool: query s may attend to raw slot j
+  torch::Tensor raw_distance;     // [S, raw_capacity] int64: clamped relative distance
+
+  int64_t new_groups = 0;           // n: compressed groups completed inside this segment
+  torch::Tensor group_source_slots; // [n * rate] int64: raw slots of those groups, in order
+  torch::Tensor cmp_write_slots;    // [n] int64: compressed slot of each new group
+  torch::Tensor cmp_mask;           // [S, cmp_capacity] bool (undefined without cmem)
+  torch::Tensor cmp_distance;       // [S, cmp_capacity] int64
+
+  // Slot maps once the segment is committed (host side).
+  std::vector<int64_t> raw_positions_after;  // [raw_capacity], -1 = empty
+  std::vector<int64_t> cmp_groups_after;     // [cmp_capacity], -1 = empty
+};
+
+}  // namespace mnemo::memory
+
+#endif  // MNEMO_ENGINE_MEMORY_SEGMENT_PLAN_H_

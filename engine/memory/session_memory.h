@@ -1,0 +1,66 @@
+// SessionMemory: everything one sequence (or a batch of aligned sequences) remembers: per
+// layer, the raw recurrence (XL) memory and the compressed memory as preallocated ring
+// buffers of keys/values, plus the slot maps they share (DESIGN.md §2-3).
+//
+// Owned by one session; only the engine's loop thread touches it. Appending a position costs
+// O(d) per layer: no buffer is ever copied as a whole (Clone is the one explicit exception).
+// Usage per segment: plan = Plan(S); every layer appends/attends with `plan`; Commit(plan).
+#ifndef MNEMO_ENGINE_MEMORY_SESSION_MEMORY_H_
+#define MNEMO_ENGINE_MEMORY_SESSION_MEMORY_H_
+
+#include <torch/types.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "engine/memory/layer_memory.h"
+#include "engine/memory/memory_shape.h"
+#include "engine/memory/segment_plan.h"
+
+namespace mnemo::memory {
+
+class SessionMemory {
+ public:
+  SessionMemory() = default;  // an empty placeholder; use Create
+  static SessionMemory Create(const MemoryShape& shape, const torch::TensorOptions& options);
+
+  SessionMemory(SessionMemory&&) = default;
+  SessionMemory& operator=(SessionMemory&&) = default;
+
+  // A deep copy (e.g. to score text without changing the session).
+  SessionMemory Clone() const;
+  // Cuts the autograd history of every buffer (training: memory is detached between segments).
+  void Detach();
+
+  const MemoryShape& shape() const { return shape_; }
+  // Positions consumed so far; the next token fed gets this absolute position.
+  int64_t next_position() const { return next_position_; }
+
+  int num_layers() const { return static_cast<int>(layers_.size()); }
+  LayerMemory& layer(int i) { return layers_[i]; }
+  const LayerMemory& layer(int i) const { return layers_[i]; }
+
+  // Plans appending `length` (1..seg_len) positions; see SegmentPlan. Does not change state.
+  SegmentPlan Plan(int64_t length) const;
+  // Records that every layer appended the planned segment.
+  void Commit(SegmentPlan& plan);
+
+  // Raw positions the next query sees behind itself.
+  int64_t xl_tokens() const;
+  // Compressed slots the next query sees.
+  int64_t compressed_slots() const;
+  // Bytes held by every buffer (allocated capacity).
+  int64_t bytes() const;
+
+ private:
+  MemoryShape shape_;
+  torch::Device device_ = torch::kCPU;
+  std::vector<LayerMemory> layers_;
+  std::vector<int64_t> raw_positions_;  // [raw_capacity]: position in each raw slot, -1 = empty
+  std::vector<int64_t> cmp_groups_;     // [cmp_capacity]: group in each compressed slot, -1 = empty
+  int64_t next_position_ = 0;
+};
+
+}  // namespace mnemo::memory
+
+#endif  // MNEMO_ENGINE_MEMORY_SESSION_MEMORY_H_

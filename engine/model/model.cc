@@ -1,0 +1,169 @@
+#include "engine/model/model.h"
+
+#include <c10/core/InferenceMode.h>
+#include <c10/util/Exception.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "engine/model/safetensors.h"
+#include "engine/util/status_macros.h"
+
+namespace mnemo::model {
+namespace {
+
+namespace fs = std::filesystem;
+
+absl::StatusOr<std::string> ReadFile(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat(path.string(), ": cannot open"));
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
+}
+
+std::string Shape(torch::IntArrayRef sizes) {
+  return absl::StrCat("[", absl::StrJoin(sizes, ", "), "]");
+}
+
+// Copies every parameter of `transformer` from `file`; the file must hold exactly those.
+absl::Status LoadParameters(TransformerImpl& transformer, const SafetensorsFile& file) {
+  torch::NoGradGuard no_grad;
+  auto params = transformer.named_parameters();
+  for (auto& item : params) {
+    const std::string& name = item.key();
+    auto it = file.entries().find(name);
+    if (it == file.entries().end()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          file.path(), ": tensor '", name, "' is missing (the file does not match config.json)"));
+    }
+    if (it->second.shape != item.value().sizes().vec()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          file.path(), ": tensor '", name, "' has shape ", Shape(it->second.shape),
+          " but config.json implies ", Shape(item.value().sizes())));
+    }
+    if (!torch::isFloatingType(it->second.dtype)) {
+      return absl::InvalidArgumentError(absl::StrCat(file.path(), ": tensor '", name,
+                                                     "' has non-float dtype ",
+                                                     it->second.dtype_name));
+    }
+    MNEMO_ASSIGN_OR_RETURN(torch::Tensor value, file.ReadFloat(name));
+    if (!torch::isfinite(value).all().item<bool>()) {
+      return absl::DataLossError(
+          absl::StrCat(file.path(), ": tensor '", name, "' holds NaN or infinite values"));
+    }
+    item.value().copy_(value);
+  }
+  for (const auto& [name, entry] : file.entries()) {
+    if (params.find(name) == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          file.path(), ": unexpected tensor '", name, "' (the file does not match config.json)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+Model::Model(ModelConfig config, torch::Device device, Transformer transformer)
+    : config_(std::move(config)), device_(device), transformer_(std::move(transformer)) {
+  transformer_->to(device_);
+  transformer_->eval();
+  transformer_->CachePositionTables();
+}
+
+absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& dir,
+                                                   const LoadOptions& options) {
+  const fs::path root(dir);
+  if (!fs::is_directory(root)) {
+    return absl::NotFoundError(absl::StrCat("model directory ", dir, " does not exist"));
+  }
+  MNEMO_ASSIGN_OR_RETURN(std::string config_text, ReadFile(root / "config.json"));
+  absl::StatusOr<ModelConfig> config = ParseModelConfig(config_text);
+  if (!config.ok()) {
+    return absl::Status(config.status().code(),
+                        absl::StrCat((root / "config.json").string(), ": ", config.status().message()));
+  }
+  MNEMO_ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsFile> file,
+                         SafetensorsFile::Open((root / "model.safetensors").string()));
+  try {
+    Transformer transformer(*config);
+    MNEMO_RETURN_IF_ERROR(LoadParameters(*transformer, *file));
+    return std::unique_ptr<Model>(new Model(*std::move(config), options.device,
+                                            std::move(transformer)));
+  } catch (const c10::Error& e) {
+    return absl::InternalError(absl::StrCat("loading ", dir, ": ", e.what_without_backtrace()));
+  }
+}
+
+std::unique_ptr<Model> Model::Random(const ModelConfig& config, uint64_t seed,
+                                     const LoadOptions& options) {
+  Transformer transformer(config);
+  transformer->InitializeWeights(seed);
+  return std::unique_ptr<Model>(new Model(config, options.device, std::move(transformer)));
+}
+
+memory::SessionMemory Model::NewMemory() const {
+  c10::InferenceMode inference;
+  return transformer_->NewMemory(/*batch=*/1, device_);
+}
+
+absl::StatusOr<torch::Tensor> Model::Forward(absl::Span<const int> tokens,
+                                             memory::SessionMemory& memory, Outputs outputs) {
+  if (tokens.empty()) return absl::InvalidArgumentError("Forward needs at least one token");
+  for (int id : tokens) {
+    if (id < 0 || id >= config_.vocab_size) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("token id ", id, " is outside the vocabulary [0, ", config_.vocab_size, ")"));
+    }
+  }
+  try {
+    c10::InferenceMode inference;
+    const int64_t n = static_cast<int64_t>(tokens.size());
+    std::vector<int64_t> ids(tokens.begin(), tokens.end());
+    torch::Tensor all = torch::from_blob(ids.data(), {1, n}, torch::kInt64).to(device_);
+    std::vector<torch::Tensor> logprobs;
+    for (int64_t start = 0; start < n; start += config_.seg_len) {
+      const int64_t length = std::min<int64_t>(config_.seg_len, n - start);
+      torch::Tensor hidden = transformer_->forward(all.narrow(1, start, length), memory);
+      if (outputs == Outputs::kLast) {
+        if (start + length < n) continue;
+        hidden = hidden.narrow(1, length - 1, 1);
+      }
+      // [1, S, d] -> [S, vocab]
+      logprobs.push_back(torch::log_softmax(transformer_->Logits(hidden)[0], -1));
+    }
+    torch::Tensor out = logprobs.size() == 1 ? logprobs[0] : torch::cat(logprobs, 0);
+    return out.to(torch::kCPU, torch::kFloat32);
+  } catch (const c10::Error& e) {
+    return absl::InternalError(absl::StrCat("model forward failed: ", e.what_without_backtrace()));
+  }
+}
+
+int64_t Model::ParameterCount() const {
+  int64_t total = 0;
+  for (const torch::Tensor& p : transformer_->parameters()) total += p.numel();
+  return total;
+}
+
+absl::Status Model::Save(const std::string& dir) const {
+  std::error_code error;
+  fs::create_directories(dir, error);
+  if (error) return absl::PermissionDeniedError(absl::StrCat("cannot create ", dir, ": ", error.message()));
+  {
+    std::ofstream out(fs::path(dir) / "config.json", std::ios::trunc);
+    out << ModelConfigToJson(config_);
+    if (!out) return absl::DataLossError(absl::StrCat("cannot write ", dir, "/config.json"));
+  }
+  std::vector<std::pair<std::string, torch::Tensor>> tensors;
+  for (const auto& item : transformer_->named_parameters()) {
+    tensors.emplace_back(item.key(), item.value().detach().to(torch::kCPU, torch::kFloat32));
+  }
+  return WriteSafetensors((fs::path(dir) / "model.safetensors").string(), tensors,
+                          {{"format", "pt"}, {"mnemo_architecture", "mnemo-xl"}});
+}
+
+}  // namespace mnemo::model

@@ -1,0 +1,71 @@
+// Model: a loaded native mnemo model (DESIGN.md §2) and its forward pass over session memory.
+//
+// Owns its weights (memory-mapped from model.safetensors, converted to the compute dtype on
+// the configured device). Stateless between calls: all sequence state lives in the
+// SessionMemory the caller passes in. Not thread-safe; the engine's loop thread owns it.
+#ifndef MNEMO_ENGINE_MODEL_MODEL_H_
+#define MNEMO_ENGINE_MODEL_MODEL_H_
+
+#include <torch/types.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "engine/memory/session_memory.h"
+#include "engine/model/model_config.h"
+#include "engine/model/transformer.h"
+
+namespace mnemo::model {
+
+struct LoadOptions {
+  torch::Device device = torch::kCPU;
+};
+
+// Which positions of a Forward call get output log-probabilities.
+enum class Outputs { kAll, kLast };
+
+class Model {
+ public:
+  // Reads DIR/config.json and DIR/model.safetensors. Errors name the file or tensor at fault.
+  static absl::StatusOr<std::unique_ptr<Model>> Load(const std::string& dir,
+                                                     const LoadOptions& options);
+  // A randomly initialised model (tests, `mnemo-model init`).
+  static std::unique_ptr<Model> Random(const ModelConfig& config, uint64_t seed,
+                                       const LoadOptions& options = {});
+
+  const ModelConfig& config() const { return config_; }
+  torch::Device device() const { return device_; }
+
+  // An empty memory for one sequence.
+  memory::SessionMemory NewMemory() const;
+
+  // Feeds `tokens` (any count >= 1) through the model in segments of seg_len, appending each
+  // position to `memory`. Returns next-token log-probabilities, float32 on CPU:
+  // [tokens.size(), vocab] for Outputs::kAll, [1, vocab] for Outputs::kLast.
+  // Results do not depend on how a sequence is split across calls (DESIGN.md §2).
+  absl::StatusOr<torch::Tensor> Forward(absl::Span<const int> tokens,
+                                        memory::SessionMemory& memory,
+                                        Outputs outputs = Outputs::kAll);
+
+  // Writes config.json + model.safetensors (float32) into `dir`, creating it.
+  absl::Status Save(const std::string& dir) const;
+
+  // Learned parameters, in file order.
+  int64_t ParameterCount() const;
+
+  Transformer& transformer() { return transformer_; }
+
+ private:
+  Model(ModelConfig config, torch::Device device, Transformer transformer);
+
+  const ModelConfig config_;
+  const torch::Device device_;
+  Transformer transformer_;
+};
+
+}  // namespace mnemo::model
+
+#endif  // MNEMO_ENGINE_MODEL_MODEL_H_

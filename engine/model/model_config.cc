@@ -1,0 +1,152 @@
+#include "engine/model/model_config.h"
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace mnemo::model {
+namespace {
+
+using nlohmann::json;
+
+// Reads `key` into `out` if present; INVALID_ARGUMENT naming the key on a type mismatch.
+template <typename T>
+absl::Status Read(const json& j, const char* key, T& out) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return absl::OkStatus();
+  try {
+    out = it->get<T>();
+  } catch (const json::exception& e) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("config.json: field '", key, "' has the wrong type: ", e.what()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Check(bool ok, const std::string& message) {
+  return ok ? absl::OkStatus() : absl::InvalidArgumentError("config.json: " + message);
+}
+
+}  // namespace
+
+absl::Status ValidateModelConfig(const ModelConfig& c) {
+  if (auto s = Check(c.vocab_size >= kByteVocabSize,
+                     absl::StrCat("vocab_size must be >= ", kByteVocabSize));
+      !s.ok())
+    return s;
+  for (const auto& [name, value] :
+       {std::pair<const char*, int>{"n_layers", c.n_layers}, {"d_model", c.d_model},
+        {"n_heads", c.n_heads}, {"d_head", c.d_head}, {"d_ff", c.d_ff},
+        {"seg_len", c.seg_len}, {"mem_len", c.mem_len}, {"cmem_rate", c.cmem_rate},
+        {"clamp_len", c.clamp_len}}) {
+    if (auto s = Check(value > 0, absl::StrCat(name, " must be > 0, got ", value)); !s.ok())
+      return s;
+  }
+  if (auto s = Check(c.cmem_len >= 0, "cmem_len must be >= 0"); !s.ok()) return s;
+  if (auto s = Check(c.cmem_len == 0 || c.mem_len >= c.cmem_rate,
+                     "mem_len must be >= cmem_rate when compressive memory is on");
+      !s.ok())
+    return s;
+  if (auto s = Check(c.knn_layer < c.n_layers, "knn_layer must be < n_layers"); !s.ok())
+    return s;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Compression> ParseCompression(const std::string& name) {
+  if (name == "mean") return Compression::kMean;
+  if (name == "max") return Compression::kMax;
+  if (name == "conv") return Compression::kConv;
+  return absl::InvalidArgumentError(
+      absl::StrCat("compression must be mean, max or conv, got '", name, "'"));
+}
+
+const char* CompressionName(Compression compression) {
+  switch (compression) {
+    case Compression::kMean: return "mean";
+    case Compression::kMax: return "max";
+    case Compression::kConv: return "conv";
+  }
+  return "mean";
+}
+
+int64_t ModelConfig::ParameterCount() const {
+  const int64_t d = d_model, inner = int64_t{n_heads} * d_head;
+  int64_t per_layer = 2 * 2 * d                // two LayerNorms
+                      + 3 * d * inner           // qkv
+                      + inner * d               // output projection
+                      + d * inner               // r_net (relative positions)
+                      + 2 * inner               // u, v biases
+                      + d * d_ff + d_ff         // ff1
+                      + d_ff * d + d;           // ff2
+  if (cmem_len > 0 && compression == Compression::kConv) {
+    per_layer += 2 * (inner * inner * cmem_rate + inner);  // key and value Conv1d
+  }
+  return int64_t{vocab_size} * d + n_layers * per_layer + 2 * d;
+}
+
+int ModelConfig::MaxDistance() const {
+  // Raw keys: up to mem_len back. Compressed slots: the oldest visible slot's last position
+  // is at most mem_len + cmem_rate * (cmem_len + 1) back.
+  const int raw = mem_len;
+  const int compressed = cmem_len > 0 ? mem_len + cmem_rate * (cmem_len + 1) : 0;
+  return std::min(clamp_len, std::max(raw, compressed));
+}
+
+absl::StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text) {
+  json j;
+  try {
+    j = json::parse(json_text);
+  } catch (const json::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("config.json is not valid JSON: ", e.what()));
+  }
+  if (!j.is_object()) return absl::InvalidArgumentError("config.json must hold a JSON object");
+  ModelConfig c;
+  c.d_head = 0;
+  c.d_ff = 0;
+  std::string compression = "mean";
+  for (absl::Status s :
+       {Read(j, "name", c.name), Read(j, "vocab_size", c.vocab_size),
+        Read(j, "n_layers", c.n_layers), Read(j, "d_model", c.d_model),
+        Read(j, "n_heads", c.n_heads), Read(j, "d_head", c.d_head), Read(j, "d_ff", c.d_ff),
+        Read(j, "layer_norm_eps", c.layer_norm_eps), Read(j, "seg_len", c.seg_len),
+        Read(j, "mem_len", c.mem_len), Read(j, "cmem_len", c.cmem_len),
+        Read(j, "cmem_rate", c.cmem_rate), Read(j, "compression", compression),
+        Read(j, "clamp_len", c.clamp_len), Read(j, "knn_layer", c.knn_layer),
+        Read(j, "knn_topk", c.knn_topk), Read(j, "exit_heads", c.exit_heads)}) {
+    if (!s.ok()) return s;
+  }
+  if (c.n_heads > 0 && c.d_head == 0) c.d_head = c.d_model / c.n_heads;
+  if (c.d_ff == 0) c.d_ff = 4 * c.d_model;
+  absl::StatusOr<Compression> parsed = ParseCompression(compression);
+  if (!parsed.ok()) return absl::InvalidArgumentError(absl::StrCat("config.json: ", parsed.status().message()));
+  c.compression = *parsed;
+  if (absl::Status s = ValidateModelConfig(c); !s.ok()) return s;
+  return c;
+}
+
+std::string ModelConfigToJson(const ModelConfig& c) {
+  json j = {{"name", c.name},
+            {"architecture", "mnemo-xl"},
+            {"tokenizer", "bytes"},
+            {"vocab_size", c.vocab_size},
+            {"n_layers", c.n_layers},
+            {"d_model", c.d_model},
+            {"n_heads", c.n_heads},
+            {"d_head", c.d_head},
+            {"d_ff", c.d_ff},
+            {"layer_norm_eps", c.layer_norm_eps},
+            {"seg_len", c.seg_len},
+            {"mem_len", c.mem_len},
+            {"cmem_len", c.cmem_len},
+            {"cmem_rate", c.cmem_rate},
+            {"compression", CompressionName(c.compression)},
+            {"clamp_len", c.clamp_len},
+            {"knn_layer", c.knn_layer},
+            {"knn_topk", c.knn_topk},
+            {"exit_heads", c.exit_heads}};
+  return j.dump(2) + "\n";
+}
+
+}  // namespace mnemo::model

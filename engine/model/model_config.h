@@ -1,0 +1,59 @@
+// ModelConfig: the architecture and memory settings read from a model directory's config.json.
+#ifndef MNEMO_ENGINE_MODEL_MODEL_CONFIG_H_
+#define MNEMO_ENGINE_MODEL_MODEL_CONFIG_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace mnemo::model {
+
+// Byte-level vocabulary: ids 0..255 are bytes, then the specials.
+inline constexpr int kBosId = 256;
+inline constexpr int kEosId = 257;
+inline constexpr int kPadId = 258;
+inline constexpr int kByteVocabSize = 259;
+
+enum class Compression { kMean, kMax, kConv };
+
+struct ModelConfig {
+  std::string name = "mnemo";
+  int vocab_size = kByteVocabSize;
+  int n_layers = 4;
+  int d_model = 128;
+  int n_heads = 4;
+  int d_head = 32;        // d_model / n_heads unless set
+  int d_ff = 512;         // 4 * d_model unless set
+  float layer_norm_eps = 1e-5f;
+
+  // Memory (DESIGN.md §2): query t attends to raw positions [t - mem_len, t] and to the last
+  // cmem_len compressed slots whose cmem_rate positions all lie before t - mem_len.
+  int seg_len = 128;      // positions per ingestion segment
+  int mem_len = 128;      // raw recurrence memory (positions)
+  int cmem_len = 0;       // compressed memory (slots); 0 = off
+  int cmem_rate = 4;      // positions per compressed slot
+  Compression compression = Compression::kMean;
+  int clamp_len = 1024;   // relative distances beyond this share one embedding
+
+  // Reserved for later releases (kNN layer, early-exit heads); parsed so configs round-trip.
+  int knn_layer = -1;     // 0-based layer with kNN attention; -1 = none
+  int knn_topk = 32;
+  bool exit_heads = false;
+
+  // Number of learned parameters this config implies.
+  int64_t ParameterCount() const;
+  // Largest relative distance any query can see (raw window or compressed slot).
+  int MaxDistance() const;
+};
+
+absl::StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text);
+// INVALID_ARGUMENT naming the first field that is out of range.
+absl::Status ValidateModelConfig(const ModelConfig& config);
+absl::StatusOr<Compression> ParseCompression(const std::string& name);
+std::string ModelConfigToJson(const ModelConfig& config);
+const char* CompressionName(Compression compression);
+
+}  // namespace mnemo::model
+
+#endif  // MNEMO_ENGINE_MODEL_MODEL_CONFIG_H_

@@ -1,0 +1,112 @@
+#include "engine/model/relative_attention.h"
+
+#include <cmath>
+#include <limits>
+
+namespace mnemo::model {
+
+RelativeAttentionImpl::RelativeAttentionImpl(const ModelConfig& config)
+    : heads_(config.n_heads),
+      d_head_(config.d_head),
+      cmem_rate_(config.cmem_rate),
+      compression_(config.compression),
+      scale_(1.0f / std::sqrt(static_cast<float>(config.d_head))) {
+  const int64_t inner = int64_t{heads_} * d_head_;
+  qkv_ = register_module(
+      "qkv", torch::nn::Linear(torch::nn::LinearOptions(config.d_model, 3 * inner).bias(false)));
+  out_ = register_module(
+      "out", torch::nn::Linear(torch::nn::LinearOptions(inner, config.d_model).bias(false)));
+  r_net_ = register_module(
+      "r_net", torch::nn::Linear(torch::nn::LinearOptions(config.d_model, inner).bias(false)));
+  u_bias_ = register_parameter("u_bias", torch::zeros({heads_, d_head_}));
+  v_bias_ = register_parameter("v_bias", torch::zeros({heads_, d_head_}));
+  if (config.cmem_len > 0 && compression_ == Compression::kConv) {
+    auto options = torch::nn::Conv1dOptions(inner, inner, cmem_rate_).stride(cmem_rate_);
+    compress_k_ = register_module("compress_k", torch::nn::Conv1d(options));
+    compress_v_ = register_module("compress_v", torch::nn::Conv1d(options));
+  }
+}
+
+torch::Tensor RelativeAttentionImpl::PositionTable(const torch::Tensor& sinusoid) {
+  if (position_table_.defined()) return position_table_;
+  const int64_t distances = sinusoid.size(0);
+  // [D, H * d_head] -> [H, D, d_head]
+  return r_net_->forward(sinusoid).view({distances, heads_, d_head_}).permute({1, 0, 2});
+}
+
+void RelativeAttentionImpl::CachePositionTable(const torch::Tensor& sinusoid) {
+  torch::NoGradGuard no_grad;
+  position_table_ = torch::Tensor();
+  position_table_ = PositionTable(sinusoid).contiguous();
+}
+
+torch::Tensor RelativeAttentionImpl::Compress(const torch::Tensor& grouped, bool keys) {
+  const int64_t batch = grouped.size(0), n = grouped.size(2) / cmem_rate_;
+  switch (compression_) {
+    case Compression::kMean:
+      return grouped.view({batch, heads_, n, cmem_rate_, d_head_}).mean(3);
+    case Compression::kMax:
+      return std::get<0>(grouped.view({batch, heads_, n, cmem_rate_, d_head_}).max(3));
+    case Compression::kConv: {
+      // [B, H, n*rate, dh] -> [B, H*dh, n*rate] -> conv (kernel = stride = rate) -> [B, H*dh, n]
+      torch::Tensor channels =
+          grouped.permute({0, 1, 3, 2}).reshape({batch, heads_ * d_head_, n * cmem_rate_});
+      torch::Tensor pooled =
+          keys ? compress_k_->forward(channels) : compress_v_->forward(channels);
+      return pooled.view({batch, heads_, d_head_, n}).permute({0, 1, 3, 2});
+    }
+  }
+  return grouped;
+}
+
+torch::Tensor RelativeAttentionImpl::forward(const torch::Tensor& x, memory::LayerMemory& memory,
+                                             const memory::SegmentPlan& plan,
+                                             const torch::Tensor& sinusoid) {
+  const int64_t batch = x.size(0), length = x.size(1);
+  // [B, S, 3 * H * dh] -> 3 x [B, H, S, dh]
+  auto qkv = qkv_->forward(x).view({batch, length, 3, heads_, d_head_}).permute({2, 0, 3, 1, 4});
+  torch::Tensor q = qkv[0], k = qkv[1], v = qkv[2];
+
+  // Append: O(S * d) writes into the preallocated rings.
+  memory.k_raw.index_copy_(2, plan.raw_write_slots, k);
+  memory.v_raw.index_copy_(2, plan.raw_write_slots, v);
+  const bool compressive = memory.k_cmp.defined();
+  if (compressive && plan.new_groups > 0) {
+    torch::Tensor k_groups = memory.k_raw.index_select(2, plan.group_source_slots);
+    torch::Tensor v_groups = memory.v_raw.index_select(2, plan.group_source_slots);
+    memory.k_cmp.index_copy_(2, plan.cmp_write_slots, Compress(k_groups, /*keys=*/true));
+    memory.v_cmp.index_copy_(2, plan.cmp_write_slots, Compress(v_groups, /*keys=*/false));
+  }
+
+  torch::Tensor qu = q + u_bias_.view({1, heads_, 1, d_head_});  // [B, H, S, dh]
+  torch::Tensor qv = q + v_bias_.view({1, heads_, 1, d_head_});
+  // Position scores for every distance, then picked per key: [B, H, S, D]
+  torch::Tensor table = PositionTable(sinusoid);  // [H, D, dh]
+  torch::Tensor by_distance = torch::matmul(qv, table.transpose(1, 2).unsqueeze(0));
+
+  const int64_t raw_cap = memory.k_raw.size(2);
+  // [B, H, S, raw_cap]
+  torch::Tensor scores = torch::matmul(qu, memory.k_raw.transpose(2, 3)) +
+                         by_distance.gather(3, plan.raw_distance.expand({batch, heads_, length, raw_cap}));
+  torch::Tensor mask = plan.raw_mask;  // [S, raw_cap (+ cmp_cap)]
+  if (compressive) {
+    const int64_t cmp_cap = memory.k_cmp.size(2);
+    torch::Tensor cmp_scores =
+        torch::matmul(qu, memory.k_cmp.transpose(2, 3)) +
+        by_distance.gather(3, plan.cmp_distance.expand({batch, heads_, length, cmp_cap}));
+    scores = torch::cat({scores, cmp_scores}, 3);
+    mask = torch::cat({mask, plan.cmp_mask}, 1);
+  }
+  scores = (scores * scale_).masked_fill(mask.logical_not(),
+                                         -std::numeric_limits<float>::infinity());
+  torch::Tensor probs = torch::softmax(scores, 3);
+
+  torch::Tensor y = torch::matmul(probs.narrow(3, 0, raw_cap), memory.v_raw);  // [B, H, S, dh]
+  if (compressive) {
+    y = y + torch::matmul(probs.narrow(3, raw_cap, memory.k_cmp.size(2)), memory.v_cmp);
+  }
+  // [B, H, S, dh] -> [B, S, H * dh] -> [B, S, d_model]
+  return out_->forward(y.transpose(1, 2).reshape({batch, length, heads_ * d_head_}));
+}
+
+}  // namespace mnemo::model

@@ -1,0 +1,93 @@
+#include "engine/model/transformer.h"
+
+#include <cmath>
+
+#include "engine/memory/memory_shape.h"
+
+namespace mnemo::model {
+namespace {
+
+// Transformer-XL's sinusoid of relative distance d: [sin(d * f_i), cos(d * f_i)],
+// f_i = 10000^(-2i / d_model). [distances, d_model]
+torch::Tensor Sinusoid(int64_t distances, int64_t d_model) {
+  torch::Tensor d = torch::arange(distances, torch::kFloat32).unsqueeze(1);   // [D, 1]
+  torch::Tensor inv_freq =
+      torch::pow(10000.0, -torch::arange(0, d_model, 2, torch::kFloat32) / d_model);  // [d/2]
+  torch::Tensor angles = d * inv_freq.unsqueeze(0);                          // [D, d/2]
+  return torch::cat({torch::sin(angles), torch::cos(angles)}, 1);
+}
+
+}  // namespace
+
+TransformerImpl::TransformerImpl(const ModelConfig& config) : config_(config) {
+  embedding_ = register_module("embedding",
+                               torch::nn::Embedding(config.vocab_size, config.d_model));
+  block_list_ = register_module("blocks", torch::nn::ModuleList());
+  for (int i = 0; i < config.n_layers; ++i) {
+    blocks_.push_back(TransformerBlock(config));
+    block_list_->push_back(blocks_.back());
+  }
+  final_norm_ = register_module(
+      "final_norm",
+      torch::nn::LayerNorm(torch::nn::LayerNormOptions({config.d_model}).eps(config.layer_norm_eps)));
+  sinusoid_ = register_buffer("sinusoid", Sinusoid(config.MaxDistance() + 1, config.d_model));
+}
+
+memory::SessionMemory TransformerImpl::NewMemory(int batch, const torch::Device& device) const {
+  memory::MemoryShape shape;
+  shape.batch = batch;
+  shape.layers = config_.n_layers;
+  shape.heads = config_.n_heads;
+  shape.d_head = config_.d_head;
+  shape.seg_len = config_.seg_len;
+  shape.mem_len = config_.mem_len;
+  shape.cmem_len = config_.cmem_len;
+  shape.cmem_rate = config_.cmem_rate;
+  shape.max_distance = config_.MaxDistance();
+  return memory::SessionMemory::Create(shape,
+                                       torch::TensorOptions().dtype(torch::kFloat32).device(device));
+}
+
+torch::Tensor TransformerImpl::forward(const torch::Tensor& tokens,
+                                       memory::SessionMemory& memory) {
+  memory::SegmentPlan plan = memory.Plan(tokens.size(1));
+  torch::Tensor h = embedding_->forward(tokens);  // [B, S, d_model]
+  for (size_t i = 0; i < blocks_.size(); ++i) {
+    h = blocks_[i]->forward(h, memory.layer(static_cast<int>(i)), plan, sinusoid_);
+  }
+  memory.Commit(plan);
+  return h;
+}
+
+torch::Tensor TransformerImpl::Logits(const torch::Tensor& hidden) {
+  return torch::matmul(final_norm_->forward(hidden), embedding_->weight.t());
+}
+
+void TransformerImpl::CachePositionTables() {
+  for (TransformerBlock& block : blocks_) block->attention()->CachePositionTable(sinusoid_);
+}
+
+void TransformerImpl::ClearPositionTables() {
+  for (TransformerBlock& block : blocks_) block->attention()->ClearPositionTable();
+}
+
+void TransformerImpl::InitializeWeights(uint64_t seed) {
+  torch::NoGradGuard no_grad;
+  torch::manual_seed(seed);
+  for (auto& item : named_parameters()) {
+    const std::string& name = item.key();
+    torch::Tensor& p = item.value();
+    const bool is_norm = name.find("ln") != std::string::npos ||
+                         name.find("final_norm") != std::string::npos;
+    if (is_norm) {
+      p.fill_(name.size() >= 6 && name.substr(name.size() - 6) == "weight" ? 1.0 : 0.0);
+    } else if (p.dim() >= 2) {
+      p.normal_(0.0, 0.02);
+    } else {
+      p.zero_();
+    }
+  }
+  ClearPositionTables();
+}
+
+}  // namespace mnemo::model

@@ -1,0 +1,55 @@
+// Transformer: the whole native network: byte embedding, the decoder blocks and the shared
+// final LayerNorm + (embedding-tied) LM head that any layer's output can be read through.
+#ifndef MNEMO_ENGINE_MODEL_TRANSFORMER_H_
+#define MNEMO_ENGINE_MODEL_TRANSFORMER_H_
+
+#include <torch/nn/module.h>
+#include <torch/nn/modules/container/modulelist.h>
+#include <torch/nn/modules/embedding.h>
+#include <torch/nn/modules/normalization.h>
+#include <torch/types.h>
+
+#include <vector>
+
+#include "engine/memory/session_memory.h"
+#include "engine/model/model_config.h"
+#include "engine/model/transformer_block.h"
+
+namespace mnemo::model {
+
+class TransformerImpl : public torch::nn::Module {
+ public:
+  explicit TransformerImpl(const ModelConfig& config);
+
+  const ModelConfig& config() const { return config_; }
+
+  // Runs one segment: tokens [B, S] (S <= seg_len) at positions memory.next_position()...
+  // Appends it to `memory` (and commits). Returns the final hidden states [B, S, d_model]
+  // before the final LayerNorm.
+  torch::Tensor forward(const torch::Tensor& tokens, memory::SessionMemory& memory);
+
+  // Shared exit head: final LayerNorm + tied LM head. [..., d_model] -> [..., vocab] logits.
+  torch::Tensor Logits(const torch::Tensor& hidden);
+
+  memory::SessionMemory NewMemory(int batch, const torch::Device& device) const;
+
+  // Inference: precompute the per-layer relative-position tables (weights must not change).
+  void CachePositionTables();
+  void ClearPositionTables();
+
+  // Normal(0, 0.02) weights, unit LayerNorms, zero biases; deterministic in `seed`.
+  void InitializeWeights(uint64_t seed);
+
+ private:
+  const ModelConfig config_;
+  torch::nn::Embedding embedding_{nullptr};  // [vocab, d_model], also the LM head
+  std::vector<TransformerBlock> blocks_;
+  torch::nn::ModuleList block_list_{nullptr};
+  torch::nn::LayerNorm final_norm_{nullptr};
+  torch::Tensor sinusoid_;  // buffer [max_distance + 1, d_model]; not saved
+};
+TORCH_MODULE(Transformer);
+
+}  // namespace mnemo::model
+
+#endif  // MNEMO_ENGINE_MODEL_TRANSFORMER_H_

@@ -1,0 +1,21 @@
+#include "engine/model/transformer_block.h"
+
+namespace mnemo::model {
+
+TransformerBlockImpl::TransformerBlockImpl(const ModelConfig& config) {
+  auto norm = torch::nn::LayerNormOptions({config.d_model}).eps(config.layer_norm_eps);
+  ln1_ = register_module("ln1", torch::nn::LayerNorm(norm));
+  attn_ = register_module("attn", RelativeAttention(config));
+  ln2_ = register_module("ln2", torch::nn::LayerNorm(norm));
+  ff1_ = register_module("ff1", torch::nn::Linear(config.d_model, config.d_ff));
+  ff2_ = register_module("ff2", torch::nn::Linear(config.d_ff, config.d_model));
+}
+
+torch::Tensor TransformerBlockImpl::forward(const torch::Tensor& h, memory::LayerMemory& memory,
+                                            const memory::SegmentPlan& plan,
+                                            const torch::Tensor& sinusoid) {
+  torch::Tensor x = h + attn_->forward(ln1_->forward(h), memory, plan, sinusoid);
+  return x + ff2_->forward(torch::gelu(ff1_->forward(ln2_->forward(x))));
+}
+
+}  // namespace mnemo::model

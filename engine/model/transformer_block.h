@@ -1,0 +1,39 @@
+// TransformerBlock: one pre-LayerNorm decoder layer: relative attention over memory, then a
+// GELU feed-forward, each on a residual. One definition for training and serving.
+#ifndef MNEMO_ENGINE_MODEL_TRANSFORMER_BLOCK_H_
+#define MNEMO_ENGINE_MODEL_TRANSFORMER_BLOCK_H_
+
+#include <torch/nn/module.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/modules/normalization.h>
+#include <torch/types.h>
+
+#include "engine/memory/layer_memory.h"
+#include "engine/memory/segment_plan.h"
+#include "engine/model/model_config.h"
+#include "engine/model/relative_attention.h"
+
+namespace mnemo::model {
+
+class TransformerBlockImpl : public torch::nn::Module {
+ public:
+  explicit TransformerBlockImpl(const ModelConfig& config);
+
+  // h: [B, S, d_model] -> [B, S, d_model]
+  torch::Tensor forward(const torch::Tensor& h, memory::LayerMemory& memory,
+                        const memory::SegmentPlan& plan, const torch::Tensor& sinusoid);
+
+  RelativeAttention& attention() { return attn_; }
+
+ private:
+  torch::nn::LayerNorm ln1_{nullptr};
+  RelativeAttention attn_{nullptr};
+  torch::nn::LayerNorm ln2_{nullptr};
+  torch::nn::Linear ff1_{nullptr};  // d_model -> d_ff
+  torch::nn::Linear ff2_{nullptr};  // d_ff -> d_model
+};
+TORCH_MODULE(TransformerBlock);
+
+}  // namespace mnemo::model
+
+#endif  // MNEMO_ENGINE_MODEL_TRANSFORMER_BLOCK_H_

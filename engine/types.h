@@ -1,0 +1,137 @@
+// Plain value types exchanged between the engine and its callers (server, tools).
+#ifndef MNEMO_ENGINE_TYPES_H_
+#define MNEMO_ENGINE_TYPES_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+
+namespace mnemo::engine {
+
+// Field names below match the mnemo.v1 proto fields; validation errors name them that way.
+struct SamplingOptions {
+  float temperature = 1.0f;         // 0 = greedy; must be >= 0
+  int top_k = 0;                    // 0 = off; must be >= 0
+  float top_p = 1.0f;               // in (0, 1]
+  float repetition_penalty = 1.0f;  // > 0; 1 = off
+  std::optional<uint64_t> seed;     // unset = drawn from the engine's entropy
+};
+
+struct GenerateOptions {
+  std::string session_id;  // empty = one-shot
+  std::string prompt;      // UTF-8; may be empty only with a session
+  int max_new_tokens = 0;  // 0 = EngineConfig::default_max_new_tokens
+  SamplingOptions sampling;
+  std::vector<std::string> stop;  // non-empty strings
+  int top_logprobs = 0;           // alternatives per token, 0..EngineConfig::max_top_logprobs
+  bool stop_at_eos = true;
+};
+
+struct TokenAlternative {
+  int id = 0;
+  std::string text;  // valid UTF-8 (U+FFFD for a lone byte)
+  float logprob = 0;
+};
+
+struct TokenOutput {
+  int id = 0;
+  std::string text;   // the UTF-8 text this token completes ("" for a leading byte)
+  std::string bytes;  // the token's raw bytes
+  float logprob = 0;
+  int exit_layer = 0;  // 1-based; = model layers when no early exit happened
+  std::vector<TokenAlternative> top_logprobs;
+};
+
+enum class FinishReason { kLength, kStop, kEos, kCancelled, kError };
+
+struct Usage {
+  int prompt_tokens = 0;
+  int generated_tokens = 0;
+  int64_t session_tokens = 0;
+};
+
+// The last thing a GenerateStream carries. status is OK unless reason == kError or the request
+// failed before it started (NOT_FOUND session, RESOURCE_EXHAUSTED, UNAVAILABLE...).
+struct GenerateFinal {
+  FinishReason reason = FinishReason::kError;
+  Usage usage;
+  absl::Status status;
+  absl::Duration queue_time;  // from Submit to the first model work
+};
+
+struct ScoreOptions {
+  std::string session_id;  // empty = one-shot
+  std::string text;        // UTF-8, non-empty
+  bool update_memory = false;
+  bool token_logprobs = false;
+};
+
+struct ScoreResult {
+  int64_t token_count = 0;
+  int64_t byte_count = 0;
+  double total_logprob = 0;  // natural log
+  double bits_per_byte = 0;
+  std::vector<float> logprobs;  // per token, when asked for
+};
+
+struct TokenizeResult {
+  std::vector<int> ids;
+  std::vector<std::string> pieces;
+};
+
+struct CreateSessionOptions {
+  std::string session_id;    // empty = generated
+  int64_t knn_capacity = 0;  // reserved for the kNN-memory release
+};
+
+struct MemoryInfo {
+  int64_t xl_tokens = 0;
+  int64_t compressed_slots = 0;
+  int64_t knn_entries = 0;
+  int64_t bytes = 0;
+};
+
+struct SessionInfo {
+  std::string session_id;
+  std::string model;
+  int64_t tokens_seen = 0;
+  MemoryInfo memory;
+  absl::Time create_time;
+  absl::Time last_use_time;
+  bool busy = false;
+};
+
+struct ModelInfo {
+  std::string name;
+  std::string path;
+  int layers = 0;
+  int d_model = 0;
+  int heads = 0;
+  int vocab_size = 0;
+  int64_t parameters = 0;
+  int seg_len = 0;
+  int mem_len = 0;
+  int cmem_len = 0;
+  int cmem_rate = 0;
+  std::string compression;
+  int clamp_len = 0;
+  std::string tokenizer;
+  std::string dtype;
+  std::string device;
+};
+
+struct EngineStats {
+  int running = 0;   // requests being generated or scored
+  int waiting = 0;   // requests queued behind them
+  int sessions = 0;
+  int64_t session_memory_bytes = 0;
+  int64_t sessions_evicted_total = 0;  // by LRU or TTL
+};
+
+}  // namespace mnemo::engine
+
+#endif  // MNEMO_ENGINE_TYPES_H_

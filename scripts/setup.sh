@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Installs every build and runtime dependency of mnemo from Debian 12 packages.
+# Idempotent: when everything is present it returns in about a second.
+set -euo pipefail
+
+PACKAGES=(
+  build-essential cmake ninja-build ccache pkg-config git
+  # gRPC / protobuf
+  libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc grpc-proto
+  # LibTorch (CPU) and a fast BLAS
+  libtorch-dev libopenblas0-openmp libopenblas-openmp-dev
+  # Libraries
+  libabsl-dev libfaiss-dev nlohmann-json3-dev libre2-dev libgtest-dev libgmock-dev
+  libsentencepiece-dev prometheus-cpp-dev civetweb libomp-dev
+  # Python client and end-to-end tests (system python3)
+  python3 python3-grpcio python3-numpy python3-protobuf
+  # Tools used by tests and docs
+  prometheus curl
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "setup: all ${#PACKAGES[@]} packages present"
+  exit 0
+fi
+
+echo "setup: installing ${#missing[@]} packages: ${missing[*]}"
+SUDO=""
+[ "$(id -u)" -ne 0 ] && SUDO="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+echo "setup: done"

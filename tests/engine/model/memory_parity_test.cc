@@ -1,0 +1,244 @@
+// The central correctness test of the engine (DESIGN.md §2): a text processed in one call,
+// in many calls, segment by segment or token by token gives the same log-probabilities, with
+// and without compressive memory; and it matches an independent, naive per-position
+// implementation of the same definition (no ring buffers, no segment plans).
+#include <c10/core/InferenceMode.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "engine/model/model.h"
+
+namespace mnemo::model {
+namespace {
+
+ModelConfig SmallConfig(int cmem_len, Compression compression) {
+  ModelConfig c;
+  c.n_layers = 2;
+  c.d_model = 32;
+  c.n_heads = 2;
+  c.d_head = 16;
+  c.d_ff = 64;
+  c.seg_len = 16;
+  c.mem_len = 12;
+  c.cmem_len = cmem_len;
+  c.cmem_rate = 3;
+  c.compression = compression;
+  c.clamp_len = 40;  // smaller than the farthest slot, so clamping is exercised too
+  return c;
+}
+
+std::vector<int> Text(int n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<int> tokens = {kBosId};
+  const std::string words[] = {"memory ", "tensor ", "def ", "return ", "x = 1\n", "import "};
+  while (static_cast<int>(tokens.size()) < n) {
+    for (char ch : words[rng() % 6]) tokens.push_back(static_cast<unsigned char>(ch));
+  }
+  tokens.resize(n);
+  return tokens;
+}
+
+// Feeds `tokens` in pieces of the given sizes (cycled); returns [n, vocab] log-probs.
+torch::Tensor FeedInPieces(Model& model, memory::SessionMemory& memory,
+                           const std::vector<int>& tokens, const std::vector<int>& sizes) {
+  std::vector<torch::Tensor> parts;
+  size_t pos = 0, i = 0;
+  while (pos < tokens.size()) {
+    const size_t n = std::min<size_t>(sizes[i++ % sizes.size()], tokens.size() - pos);
+    auto out = model.Forward(absl::MakeConstSpan(tokens).subspan(pos, n), memory);
+    EXPECT_TRUE(out.ok()) << out.status();
+    parts.push_back(*out);
+    pos += n;
+  }
+  return torch::cat(parts, 0);
+}
+
+// Independent implementation: every query's keys are listed explicitly, one query at a time.
+torch::Tensor NaiveReference(Model& model, const std::vector<int>& tokens) {
+  c10::InferenceMode guard;
+  const ModelConfig& c = model.config();
+  auto params = model.transformer()->named_parameters();
+  auto P = [&](const std::string& name) { return params[name]; };
+  const int64_t n = tokens.size(), H = c.n_heads, dh = c.d_head, D = c.MaxDistance();
+  auto layer_norm = [&](torch::Tensor x, const std::string& prefix) {
+    return torch::layer_norm(x, {c.d_model}, P(prefix + ".weight"), P(prefix + ".bias"),
+                             c.layer_norm_eps);
+  };
+  // Sinusoid of distances 0..D.
+  torch::Tensor R = torch::zeros({D + 1, c.d_model});
+  for (int64_t d = 0; d <= D; ++d) {
+    for (int64_t i = 0; i < c.d_model / 2; ++i) {
+      const double f = std::pow(10000.0, -2.0 * i / c.d_model);
+      R[d][i] = std::sin(d * f);
+      R[d][i + c.d_model / 2] = std::cos(d * f);
+    }
+  }
+  std::vector<int64_t> ids(tokens.begin(), tokens.end());
+  torch::Tensor h = P("embedding.weight").index_select(0, torch::tensor(ids));  // [n, d]
+  for (int l = 0; l < c.n_layers; ++l) {
+    const std::string b = "blocks." + std::to_string(l) + ".";
+    torch::Tensor x = layer_norm(h, b + "ln1");
+    torch::Tensor qkv = torch::matmul(x, P(b + "attn.qkv.weight").t()).view({n, 3, H, dh});
+    torch::Tensor q = qkv.select(1, 0), k = qkv.select(1, 1), v = qkv.select(1, 2);  // [n, H, dh]
+    torch::Tensor r = torch::matmul(R, P(b + "attn.r_net.weight").t()).view({D + 1, H, dh});
+    torch::Tensor u = P(b + "attn.u_bias"), vb = P(b + "attn.v_bias");  // [H, dh]
+    // Compressed groups g = 0.. of positions [g*rate, (g+1)*rate).
+    const int64_t groups = c.cmem_len > 0 ? n / c.cmem_rate : 0;
+    std::vector<torch::Tensor> ck, cv;
+    for (int64_t g = 0; g < groups; ++g) {
+      torch::Tensor kg = k.narrow(0, g * c.cmem_rate, c.cmem_rate);  // [rate, H, dh]
+      torch::Tensor vg = v.narrow(0, g * c.cmem_rate, c.cmem_rate);
+      if (c.compression == Compression::kMean) {
+        ck.push_back(kg.mean(0));
+        cv.push_back(vg.mean(0));
+      } else if (c.compression == Compression::kMax) {
+        ck.push_back(std::get<0>(kg.max(0)));
+        cv.push_back(std::get<0>(vg.max(0)));
+      } else {
+        // Conv1d, kernel = stride = rate: out[o] = bias[o] + sum_{i,j} W[o, i, j] * in[i, j]
+        auto conv = [&](torch::Tensor grp, const std::string& name) {
+          torch::Tensor in = grp.reshape({c.cmem_rate, H * dh}).t();  // [H*dh, rate]
+          torch::Tensor w = P(b + "attn." + name + ".weight");         // [H*dh, H*dh, rate]
+          return (torch::einsum("oij,ij->o", {w, in}) + P(b + "attn." + name + ".bias"))
+              .view({H, dh});
+        };
+        ck.push_back(conv(kg, "compress_k"));
+        cv.push_back(conv(vg, "compress_v"));
+      }
+    }
+    torch::Tensor y = torch::zeros({n, H, dh});
+    for (int64_t t = 0; t < n; ++t) {
+      std::vector<torch::Tensor> keys, values;
+      std::vector<int64_t> dist;
+      for (int64_t p = std::max<int64_t>(0, t - c.mem_len); p <= t; ++p) {
+        keys.push_back(k[p]);
+        values.push_back(v[p]);
+        dist.push_back(std::min<int64_t>(t - p, D));
+      }
+      const int64_t horizon = t - c.mem_len;
+      for (int64_t g = 0; g < groups; ++g) {
+        if ((g + 1) * c.cmem_rate <= horizon && g >= horizon / c.cmem_rate - c.cmem_len) {
+          keys.push_back(ck[g]);
+          values.push_back(cv[g]);
+          dist.push_back(std::min<int64_t>(t - ((g + 1) * c.cmem_rate - 1), D));
+        }
+      }
+      torch::Tensor K = torch::stack(keys, 1), V = torch::stack(values, 1);  // [H, m, dh]
+      torch::Tensor Rk = r.index_select(0, torch::tensor(dist)).permute({1, 0, 2});  // [H, m, dh]
+      torch::Tensor qt = q[t];  // [H, dh]
+      torch::Tensor scores = (torch::einsum("hd,hmd->hm", {qt + u, K}) +
+                              torch::einsum("hd,hmd->hm", {qt + vb, Rk})) /
+                             std::sqrt(static_cast<double>(dh));
+      y[t] = torch::einsum("hm,hmd->hd", {torch::softmax(scores, 1), V});
+    }
+    h = h + torch::matmul(y.reshape({n, H * dh}), P(b + "attn.out.weight").t());
+    torch::Tensor f = torch::gelu(torch::matmul(layer_norm(h, b + "ln2"), P(b + "ff1.weight").t()) +
+                                  P(b + "ff1.bias"));
+    h = h + torch::matmul(f, P(b + "ff2.weight").t()) + P(b + "ff2.bias");
+  }
+  torch::Tensor logits = torch::matmul(layer_norm(h, "final_norm"), P("embedding.weight").t());
+  return torch::log_softmax(logits, -1);
+}
+
+struct ParityCase {
+  const char* name;
+  int cmem_len;
+  Compression compression;
+};
+void PrintTo(const ParityCase& c, std::ostream* os) { *os << c.name; }
+
+class MemoryParityTest : public ::testing::TestWithParam<ParityCase> {
+ protected:
+  void SetUp() override {
+    model_ = Model::Random(SmallConfig(GetParam().cmem_len, GetParam().compression), 11);
+    // Long enough to fill the raw window, overflow the compressed memory and wrap every ring.
+    tokens_ = Text(160, 3);
+    auto memory = model_->NewMemory();
+    full_ = FeedInPieces(*model_, memory, tokens_, {static_cast<int>(tokens_.size())});
+  }
+
+  std::unique_ptr<Model> model_;
+  std::vector<int> tokens_;
+  torch::Tensor full_;  // one call: [n, vocab]
+};
+
+TEST_P(MemoryParityTest, MatchesNaivePerPositionReference) {
+  torch::Tensor reference = NaiveReference(*model_, tokens_);
+  EXPECT_LT((full_ - reference).abs().max().item<float>(), 1e-4);
+}
+
+TEST_P(MemoryParityTest, SplitCallsMatchOneCall) {
+  for (const std::vector<int>& sizes :
+       {std::vector<int>{1}, {5}, {16}, {17, 3}, {40, 1, 2, 29}, {7, 16, 9}}) {
+    auto memory = model_->NewMemory();
+    torch::Tensor pieces = FeedInPieces(*model_, memory, tokens_, sizes);
+    EXPECT_LT((pieces - full_).abs().max().item<float>(), 1e-4) << "piece sizes " << sizes[0];
+    EXPECT_EQ(memory.next_position(), static_cast<int64_t>(tokens_.size()));
+  }
+}
+
+TEST_P(MemoryParityTest, LastOutputEqualsLastRowOfAll) {
+  auto memory = model_->NewMemory();
+  auto last = model_->Forward(tokens_, memory, Outputs::kLast);
+  ASSERT_TRUE(last.ok());
+  ASSERT_EQ(last->size(0), 1);
+  EXPECT_LT(((*last)[0] - full_[-1]).abs().max().item<float>(), 1e-5);
+}
+
+TEST_P(MemoryParityTest, MemoryChangesWhatFollows) {
+  // The same text scores differently after another text than in a fresh session.
+  std::vector<int> second = Text(40, 9);
+  second[0] = 'Q';
+  auto fresh = model_->NewMemory();
+  std::vector<int> bos = {kBosId};
+  ASSERT_TRUE(model_->Forward(bos, fresh).ok());
+  torch::Tensor alone = *model_->Forward(second, fresh);
+  auto used = model_->NewMemory();
+  ASSERT_TRUE(model_->Forward(tokens_, used).ok());
+  torch::Tensor after = *model_->Forward(second, used);
+  EXPECT_GT((alone - after).abs().max().item<float>(), 1e-3);
+}
+
+TEST_P(MemoryParityTest, CloneIsIndependent) {
+  auto memory = model_->NewMemory();
+  std::vector<int> head(tokens_.begin(), tokens_.begin() + 100);
+  std::vector<int> tail(tokens_.begin() + 100, tokens_.end());
+  ASSERT_TRUE(model_->Forward(head, memory).ok());
+  memory::SessionMemory copy = memory.Clone();
+  torch::Tensor a = *model_->Forward(tail, memory);
+  torch::Tensor b = *model_->Forward(tail, copy);
+  EXPECT_TRUE(torch::equal(a, b));
+  EXPECT_LT((a - full_.narrow(0, 100, tail.size())).abs().max().item<float>(), 1e-4);
+}
+
+TEST_P(MemoryParityTest, MemoryStatsFollowTheDefinition) {
+  const ModelConfig& c = model_->config();
+  auto memory = model_->NewMemory();
+  EXPECT_EQ(memory.xl_tokens(), 0);
+  ASSERT_TRUE(model_->Forward(tokens_, memory).ok());
+  EXPECT_EQ(memory.xl_tokens(), c.mem_len);
+  const int64_t formed = (static_cast<int64_t>(tokens_.size()) - c.mem_len) / c.cmem_rate;
+  EXPECT_EQ(memory.compressed_slots(), std::min<int64_t>(formed, c.cmem_len));
+  const int64_t raw_bytes = int64_t{2} * c.n_heads * (c.mem_len + c.seg_len) * c.d_head * 4;
+  EXPECT_GE(memory.bytes(), c.n_layers * raw_bytes);
+  // Appending never grows the buffers.
+  const int64_t before = memory.bytes();
+  std::vector<int> more = Text(50, 4);
+  ASSERT_TRUE(model_->Forward(more, memory).ok());
+  EXPECT_EQ(memory.bytes(), before);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Memories, MemoryParityTest,
+    ::testing::Values(ParityCase{"XlOnly", 0, Compression::kMean},
+                      ParityCase{"CompressiveMean", 5, Compression::kMean},
+                      ParityCase{"CompressiveMax", 5, Compression::kMax},
+                      ParityCase{"CompressiveConv", 5, Compression::kConv}),
+    [](const ::testing::TestParamInfo<ParityCase>& info) { return std::string(info.param.name); });
+
+}  // namespace
+}  // namespace mnemo::model

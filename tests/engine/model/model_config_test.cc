@@ -1,0 +1,69 @@
+#include "engine/model/model_config.h"
+
+#include <gtest/gtest.h>
+
+namespace mnemo::model {
+namespace {
+
+TEST(ModelConfigTest, RoundTripsThroughJson) {
+  ModelConfig c;
+  c.n_layers = 3;
+  c.d_model = 48;
+  c.n_heads = 3;
+  c.d_head = 16;
+  c.d_ff = 100;
+  c.cmem_len = 7;
+  c.cmem_rate = 3;
+  c.compression = Compression::kConv;
+  absl::StatusOr<ModelConfig> parsed = ParseModelConfig(ModelConfigToJson(c));
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->n_layers, 3);
+  EXPECT_EQ(parsed->d_head, 16);
+  EXPECT_EQ(parsed->d_ff, 100);
+  EXPECT_EQ(parsed->cmem_len, 7);
+  EXPECT_EQ(parsed->compression, Compression::kConv);
+  EXPECT_EQ(parsed->ParameterCount(), c.ParameterCount());
+}
+
+TEST(ModelConfigTest, DerivesHeadAndFeedForwardWidths) {
+  absl::StatusOr<ModelConfig> c = ParseModelConfig(R"({"d_model": 64, "n_heads": 4})");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->d_head, 16);
+  EXPECT_EQ(c->d_ff, 256);
+}
+
+TEST(ModelConfigTest, RejectsBadFieldsByName) {
+  struct Case {
+    const char* json;
+    const char* field;
+  };
+  for (const Case& c : {Case{R"({"n_layers": 0})", "n_layers"},
+                        Case{R"({"mem_len": -3})", "mem_len"},
+                        Case{R"({"compression": "zip"})", "compression"},
+                        Case{R"({"n_heads": "four"})", "n_heads"},
+                        Case{R"({"vocab_size": 100})", "vocab_size"},
+                        Case{R"({"cmem_len": 4, "cmem_rate": 8, "mem_len": 4})", "cmem_rate"},
+                        Case{R"([1, 2])", "object"},
+                        Case{R"({"n_layers": )", "JSON"}}) {
+    absl::StatusOr<ModelConfig> parsed = ParseModelConfig(c.json);
+    ASSERT_FALSE(parsed.ok()) << c.json;
+    EXPECT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(parsed.status().message().find(c.field), std::string::npos)
+        << parsed.status().message();
+  }
+}
+
+TEST(ModelConfigTest, MaxDistanceCoversCompressedSlotsUpToClampLen) {
+  ModelConfig c;
+  c.mem_len = 16;
+  c.cmem_len = 0;
+  EXPECT_EQ(c.MaxDistance(), 16);
+  c.cmem_len = 8;
+  c.cmem_rate = 2;
+  EXPECT_EQ(c.MaxDistance(), 16 + 2 * 9);
+  c.clamp_len = 20;
+  EXPECT_EQ(c.MaxDistance(), 20);
+}
+
+}  // namespace
+}  // namespace mnemo::model
