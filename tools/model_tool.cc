@@ -14,6 +14,7 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "engine/model/model.h"
+#include "engine/util/cpu_backend.h"
 
 ABSL_FLAG(std::string, out, "", "init: directory to write");
 ABSL_FLAG(std::string, name, "mnemo-random", "init: model name");
@@ -92,6 +93,7 @@ int Info(const std::string& dir) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  mnemo::util::EnsureFastBlas(argv);
   absl::SetProgramUsageMessage(kUsage);
   std::vector<char*> args = absl::ParseCommandLine(argc, argv);
   if (args.size() >= 2 && std::string(args[1]) == "init") return Init();
