@@ -16,10 +16,12 @@ struct LayerMemory {
   torch::Tensor v_raw;  // [batch, heads, raw_capacity, d_head]
   torch::Tensor k_cmp;  // [batch, heads, cmp_capacity, d_head]; undefined without cmem
   torch::Tensor v_cmp;  // [batch, heads, cmp_capacity, d_head]; undefined without cmem
+  torch::Tensor k_knn;  // [batch, heads, knn_capacity, d_head], L2-normalised; kNN layer only
+  torch::Tensor v_knn;  // [batch, heads, knn_capacity, d_head]; kNN layer only
 
   int64_t bytes() const {
     int64_t total = 0;
-    for (const torch::Tensor* t : {&k_raw, &v_raw, &k_cmp, &v_cmp}) {
+    for (const torch::Tensor* t : {&k_raw, &v_raw, &k_cmp, &v_cmp, &k_knn, &v_knn}) {
       if (t->defined()) total += t->numel() * t->element_size();
     }
     return total;

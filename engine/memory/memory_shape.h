@@ -16,9 +16,14 @@ struct MemoryShape {
   int cmem_len = 0;   // compressed slots a query sees (0 = no compressive memory)
   int cmem_rate = 1;  // positions per compressed slot
   int max_distance = 1;  // relative distances are clamped to [0, max_distance]
+  int knn_layer = -1;    // the layer with a kNN memory; -1 = none
+  int knn_len = 0;       // positions before the raw window a query may retrieve from
 
   // The raw ring holds the window of the oldest query of a segment plus the segment itself.
   int raw_capacity() const { return mem_len + seg_len; }
+  // The kNN ring holds the retrievable positions of a segment's oldest query, its raw window
+  // and the segment itself.
+  int knn_capacity() const { return knn_layer < 0 || knn_len == 0 ? 0 : knn_len + mem_len + seg_len; }
   // Visible slots + slots already formed but still inside some query's raw window + slack.
   int cmp_capacity() const {
     return cmem_len == 0 ? 0 : cmem_len + (mem_len + seg_len + cmem_rate - 1) / cmem_rate + 2;

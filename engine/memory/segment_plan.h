@@ -5,6 +5,11 @@
 // [t - mem_len, t] and compressed groups g with (g + 1) * rate <= t - mem_len, the newest
 // cmem_len of them. Group g holds positions [g * rate, (g + 1) * rate) and is formed as soon as
 // its last position arrives, so results never depend on where segment boundaries fall.
+// The kNN layer's query t retrieves among positions [t - mem_len - knn_len, t - mem_len).
+// Rows (training batches) may start a new document at any segment: their queries see nothing
+// before it, exactly as if their memory had been reset.
+//
+// Masks have a leading row dimension of 1 (all rows alike) or batch, and broadcast over heads.
 #ifndef MNEMO_ENGINE_MEMORY_SEGMENT_PLAN_H_
 #define MNEMO_ENGINE_MEMORY_SEGMENT_PLAN_H_
 
@@ -20,14 +25,17 @@ struct SegmentPlan {
   int64_t length = 0;  // S
 
   torch::Tensor raw_write_slots;  // [S] int64: ring slot of each new position
-  torch::Tensor raw_mask;         // [S, raw_capacity] bool: query s may attend to raw slot j
+  torch::Tensor raw_mask;         // [R, 1, S, raw_capacity] bool: query s may see raw slot j
   torch::Tensor raw_distance;     // [S, raw_capacity] int64: clamped relative distance
 
   int64_t new_groups = 0;           // n: compressed groups completed inside this segment
   torch::Tensor group_source_slots; // [n * rate] int64: raw slots of those groups, in order
   torch::Tensor cmp_write_slots;    // [n] int64: compressed slot of each new group
-  torch::Tensor cmp_mask;           // [S, cmp_capacity] bool (undefined without cmem)
+  torch::Tensor cmp_mask;           // [R, 1, S, cmp_capacity] bool (undefined without cmem)
   torch::Tensor cmp_distance;       // [S, cmp_capacity] int64
+
+  torch::Tensor knn_write_slots;  // [S] int64: kNN ring slot of each new position
+  torch::Tensor knn_mask;         // [R, 1, S, knn_capacity] bool (undefined without kNN)
 
   // Slot maps once the segment is committed (host side).
   std::vector<int64_t> raw_positions_after;  // [raw_capacity], -1 = empty

@@ -24,20 +24,29 @@ SessionMemory SessionMemory::Create(const MemoryShape& shape,
   memory.shape_ = shape;
   memory.device_ = options.device();
   // Zero-filled, not empty: masked slots get probability 0, and 0 * NaN would still be NaN.
-  const std::vector<int64_t> raw = {shape.batch, shape.heads, shape.raw_capacity(), shape.d_head};
-  const std::vector<int64_t> cmp = {shape.batch, shape.heads, shape.cmp_capacity(), shape.d_head};
+  auto buffer = [&](int capacity) {
+    return torch::zeros({shape.batch, shape.heads, capacity, shape.d_head}, options);
+  };
   for (int i = 0; i < shape.layers; ++i) {
     LayerMemory layer;
-    layer.k_raw = torch::zeros(raw, options);
-    layer.v_raw = torch::zeros(raw, options);
+    layer.k_raw = buffer(shape.raw_capacity());
+    layer.v_raw = buffer(shape.raw_capacity());
     if (shape.cmem_len > 0) {
-      layer.k_cmp = torch::zeros(cmp, options);
-      layer.v_cmp = torch::zeros(cmp, options);
+      layer.k_cmp = buffer(shape.cmp_capacity());
+      layer.v_cmp = buffer(shape.cmp_capacity());
+    }
+    if (i == shape.knn_layer && shape.knn_capacity() > 0) {
+      layer.k_knn = buffer(shape.knn_capacity());
+      layer.v_knn = buffer(shape.knn_capacity());
     }
     memory.layers_.push_back(std::move(layer));
   }
   memory.raw_positions_.assign(shape.raw_capacity(), -1);
   memory.cmp_groups_.assign(shape.cmp_capacity(), -1);
+  memory.row_starts_.assign(shape.batch, 0);
+  if (shape.knn_capacity() > 0) {
+    memory.knn_slots_ = torch::arange(shape.knn_capacity(), options.dtype(torch::kInt64));
+  }
   return memory;
 }
 
@@ -47,15 +56,18 @@ SessionMemory SessionMemory::Clone() const {
   copy.device_ = device_;
   copy.raw_positions_ = raw_positions_;
   copy.cmp_groups_ = cmp_groups_;
+  copy.row_starts_ = row_starts_;
+  copy.knn_slots_ = knn_slots_;  // immutable
   copy.next_position_ = next_position_;
   for (const LayerMemory& layer : layers_) {
     LayerMemory c;
-    c.k_raw = layer.k_raw.clone();
-    c.v_raw = layer.v_raw.clone();
-    if (layer.k_cmp.defined()) {
-      c.k_cmp = layer.k_cmp.clone();
-      c.v_cmp = layer.v_cmp.clone();
-    }
+    auto clone = [](const torch::Tensor& t) { return t.defined() ? t.clone() : t; };
+    c.k_raw = clone(layer.k_raw);
+    c.v_raw = clone(layer.v_raw);
+    c.k_cmp = clone(layer.k_cmp);
+    c.v_cmp = clone(layer.v_cmp);
+    c.k_knn = clone(layer.k_knn);
+    c.v_knn = clone(layer.v_knn);
     copy.layers_.push_back(std::move(c));
   }
   return copy;
@@ -63,11 +75,14 @@ SessionMemory SessionMemory::Clone() const {
 
 void SessionMemory::Detach() {
   for (LayerMemory& layer : layers_) {
-    for (torch::Tensor* t : {&layer.k_raw, &layer.v_raw, &layer.k_cmp, &layer.v_cmp}) {
+    for (torch::Tensor* t :
+         {&layer.k_raw, &layer.v_raw, &layer.k_cmp, &layer.v_cmp, &layer.k_knn, &layer.v_knn}) {
       if (t->defined()) *t = t->detach();
     }
   }
 }
+
+void SessionMemory::ResetRow(int row) { row_starts_[row] = next_position_; }
 
 SegmentPlan SessionMemory::Plan(int64_t length) const {
   const int64_t s0 = next_position_;
@@ -76,6 +91,10 @@ SegmentPlan SessionMemory::Plan(int64_t length) const {
   const int64_t mem_len = shape_.mem_len;
   const int64_t rate = shape_.cmem_rate;
   const int64_t max_distance = shape_.max_distance;
+  // One mask row per batch row only when some row started a document later than the others.
+  const bool per_row = std::any_of(row_starts_.begin(), row_starts_.end(),
+                                   [&](int64_t s) { return s != row_starts_[0]; });
+  const int64_t rows = per_row ? shape_.batch : 1;
 
   SegmentPlan plan;
   plan.start = s0;
@@ -89,53 +108,78 @@ SegmentPlan SessionMemory::Plan(int64_t length) const {
     write_slots[i] = p % raw_cap;
     plan.raw_positions_after[p % raw_cap] = p;
   }
-  std::vector<uint8_t> raw_mask(length * raw_cap);
+  std::vector<uint8_t> raw_mask(rows * length * raw_cap);
   std::vector<int64_t> raw_distance(length * raw_cap);
-  for (int64_t s = 0; s < length; ++s) {
-    const int64_t t = s0 + s;
-    for (int64_t j = 0; j < raw_cap; ++j) {
-      const int64_t p = plan.raw_positions_after[j];
-      raw_mask[s * raw_cap + j] = p >= 0 && p <= t && p >= t - mem_len;
-      raw_distance[s * raw_cap + j] = std::clamp<int64_t>(t - p, 0, max_distance);
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t row_start = row_starts_[r];
+    for (int64_t s = 0; s < length; ++s) {
+      const int64_t t = s0 + s;
+      for (int64_t j = 0; j < raw_cap; ++j) {
+        const int64_t p = plan.raw_positions_after[j];
+        raw_mask[(r * length + s) * raw_cap + j] =
+            p >= row_start && p <= t && p >= t - mem_len;
+        if (r == 0) raw_distance[s * raw_cap + j] = std::clamp<int64_t>(t - p, 0, max_distance);
+      }
     }
   }
   plan.raw_write_slots = ToTensor(write_slots, {length}, device_);
-  plan.raw_mask = ToMask(raw_mask, {length, raw_cap}, device_);
+  plan.raw_mask = ToMask(raw_mask, {rows, 1, length, raw_cap}, device_);
   plan.raw_distance = ToTensor(raw_distance, {length, raw_cap}, device_);
 
   plan.cmp_groups_after = cmp_groups_;
-  if (shape_.cmem_len == 0) return plan;
-
-  // Groups whose last position (g + 1) * rate - 1 falls inside this segment are formed now.
-  const int64_t first_group = s0 / rate;
-  const int64_t end_group = (s0 + length) / rate;  // exclusive
-  plan.new_groups = std::max<int64_t>(0, end_group - first_group);
-  std::vector<int64_t> source_slots;
-  std::vector<int64_t> cmp_slots;
-  for (int64_t g = first_group; g < end_group; ++g) {
-    for (int64_t p = g * rate; p < (g + 1) * rate; ++p) source_slots.push_back(p % raw_cap);
-    cmp_slots.push_back(g % cmp_cap);
-    plan.cmp_groups_after[g % cmp_cap] = g;
-  }
-  plan.group_source_slots =
-      ToTensor(source_slots, {static_cast<int64_t>(source_slots.size())}, device_);
-  plan.cmp_write_slots = ToTensor(cmp_slots, {plan.new_groups}, device_);
-
-  std::vector<uint8_t> cmp_mask(length * cmp_cap);
-  std::vector<int64_t> cmp_distance(length * cmp_cap);
-  for (int64_t s = 0; s < length; ++s) {
-    const int64_t t = s0 + s;
-    const int64_t horizon = t - mem_len;  // groups must end before this position
-    const int64_t oldest = (horizon >= 0 ? horizon / rate : 0) - shape_.cmem_len;
-    for (int64_t j = 0; j < cmp_cap; ++j) {
-      const int64_t g = plan.cmp_groups_after[j];
-      cmp_mask[s * cmp_cap + j] = g >= 0 && (g + 1) * rate <= horizon && g >= oldest;
-      cmp_distance[s * cmp_cap + j] =
-          std::clamp<int64_t>(t - ((g + 1) * rate - 1), 0, max_distance);
+  if (shape_.cmem_len > 0) {
+    // Groups whose last position (g + 1) * rate - 1 falls inside this segment are formed now.
+    const int64_t first_group = s0 / rate;
+    const int64_t end_group = (s0 + length) / rate;  // exclusive
+    plan.new_groups = std::max<int64_t>(0, end_group - first_group);
+    std::vector<int64_t> source_slots;
+    std::vector<int64_t> cmp_slots;
+    for (int64_t g = first_group; g < end_group; ++g) {
+      for (int64_t p = g * rate; p < (g + 1) * rate; ++p) source_slots.push_back(p % raw_cap);
+      cmp_slots.push_back(g % cmp_cap);
+      plan.cmp_groups_after[g % cmp_cap] = g;
     }
+    plan.group_source_slots =
+        ToTensor(source_slots, {static_cast<int64_t>(source_slots.size())}, device_);
+    plan.cmp_write_slots = ToTensor(cmp_slots, {plan.new_groups}, device_);
+
+    std::vector<uint8_t> cmp_mask(rows * length * cmp_cap);
+    std::vector<int64_t> cmp_distance(length * cmp_cap);
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t row_start = row_starts_[r];
+      for (int64_t s = 0; s < length; ++s) {
+        const int64_t t = s0 + s;
+        const int64_t horizon = t - mem_len;  // groups must end before this position
+        const int64_t oldest = (horizon >= 0 ? horizon / rate : 0) - shape_.cmem_len;
+        for (int64_t j = 0; j < cmp_cap; ++j) {
+          const int64_t g = plan.cmp_groups_after[j];
+          cmp_mask[(r * length + s) * cmp_cap + j] = g >= 0 && g * rate >= row_start &&
+                                                     (g + 1) * rate <= horizon && g >= oldest;
+          if (r == 0) {
+            cmp_distance[s * cmp_cap + j] =
+                std::clamp<int64_t>(t - ((g + 1) * rate - 1), 0, max_distance);
+          }
+        }
+      }
+    }
+    plan.cmp_mask = ToMask(cmp_mask, {rows, 1, length, cmp_cap}, device_);
+    plan.cmp_distance = ToTensor(cmp_distance, {length, cmp_cap}, device_);
   }
-  plan.cmp_mask = ToMask(cmp_mask, {length, cmp_cap}, device_);
-  plan.cmp_distance = ToTensor(cmp_distance, {length, cmp_cap}, device_);
+
+  const int64_t knn_cap = shape_.knn_capacity();
+  if (knn_cap > 0) {
+    // Every position enters the kNN ring (slot p % capacity) as it arrives; it becomes
+    // retrievable once it leaves the query's raw window. Computed on the device: O(capacity).
+    plan.knn_write_slots = torch::arange(s0, s0 + length, knn_slots_.options()).remainder(knn_cap);
+    const int64_t last = s0 + length - 1;
+    // Position held by each slot after the write: the newest p <= last with p = slot (mod cap).
+    torch::Tensor held = last - (last - knn_slots_).remainder(knn_cap);  // [cap]
+    torch::Tensor t = torch::arange(s0, s0 + length, knn_slots_.options()).view({1, 1, length, 1});
+    std::vector<int64_t> starts(row_starts_.begin(), row_starts_.begin() + rows);
+    torch::Tensor row_start = ToTensor(starts, {rows, 1, 1, 1}, device_);
+    torch::Tensor lower = torch::max(t - mem_len - shape_.knn_len, row_start);
+    plan.knn_mask = held.ge(0) & held.ge(lower) & held.lt(t - mem_len);  // [R, 1, S, cap]
+  }
   return plan;
 }
 
@@ -146,14 +190,20 @@ void SessionMemory::Commit(SegmentPlan& plan) {
 }
 
 int64_t SessionMemory::xl_tokens() const {
-  return std::min<int64_t>(next_position_, shape_.mem_len);
+  return std::min<int64_t>(next_position_ - row0_start(), shape_.mem_len);
 }
 
 int64_t SessionMemory::compressed_slots() const {
   if (shape_.cmem_len == 0) return 0;
-  const int64_t horizon = next_position_ - shape_.mem_len;
+  const int64_t horizon = next_position_ - row0_start() - shape_.mem_len;
   const int64_t formed = horizon > 0 ? horizon / shape_.cmem_rate : 0;
   return std::min<int64_t>(formed, shape_.cmem_len);
+}
+
+int64_t SessionMemory::knn_entries() const {
+  if (shape_.knn_capacity() == 0) return 0;
+  const int64_t left_window = next_position_ - row0_start() - shape_.mem_len;
+  return std::clamp<int64_t>(left_window, 0, shape_.knn_len);
 }
 
 int64_t SessionMemory::bytes() const {

@@ -45,19 +45,30 @@ class SessionMemory {
   // Records that every layer appended the planned segment.
   void Commit(SegmentPlan& plan);
 
+  // Training: row `row` starts a new document at next_position(); from then on its queries
+  // see nothing before it. Equivalent to a fresh memory when next_position() is a multiple of
+  // cmem_rate (compressed groups stay aligned to the document start).
+  void ResetRow(int row);
+
   // Raw positions the next query sees behind itself.
   int64_t xl_tokens() const;
   // Compressed slots the next query sees.
   int64_t compressed_slots() const;
+  // kNN entries (per head) the next query can retrieve from.
+  int64_t knn_entries() const;
   // Bytes held by every buffer (allocated capacity).
   int64_t bytes() const;
 
  private:
+  int64_t row0_start() const { return row_starts_.empty() ? 0 : row_starts_[0]; }
+
   MemoryShape shape_;
   torch::Device device_ = torch::kCPU;
   std::vector<LayerMemory> layers_;
   std::vector<int64_t> raw_positions_;  // [raw_capacity]: position in each raw slot, -1 = empty
   std::vector<int64_t> cmp_groups_;     // [cmp_capacity]: group in each compressed slot, -1 = empty
+  std::vector<int64_t> row_starts_;     // [batch]: where each row's current document began
+  torch::Tensor knn_slots_;             // [knn_capacity] int64 0..capacity-1 (device)
   int64_t next_position_ = 0;
 };
 

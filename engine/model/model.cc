@@ -75,8 +75,7 @@ Model::Model(ModelConfig config, torch::Device device, Transformer transformer)
   transformer_->CachePositionTables();
 }
 
-absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& dir,
-                                                   const LoadOptions& options) {
+absl::StatusOr<ModelConfig> LoadModelConfig(const std::string& dir) {
   const fs::path root(dir);
   if (!fs::is_directory(root)) {
     return absl::NotFoundError(absl::StrCat("model directory ", dir, " does not exist"));
@@ -84,19 +83,59 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& dir,
   MNEMO_ASSIGN_OR_RETURN(std::string config_text, ReadFile(root / "config.json"));
   absl::StatusOr<ModelConfig> config = ParseModelConfig(config_text);
   if (!config.ok()) {
-    return absl::Status(config.status().code(),
-                        absl::StrCat((root / "config.json").string(), ": ", config.status().message()));
+    return absl::Status(config.status().code(), absl::StrCat((root / "config.json").string(),
+                                                             ": ", config.status().message()));
   }
+  return config;
+}
+
+absl::Status LoadWeights(const std::string& dir, TransformerImpl& transformer) {
   MNEMO_ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsFile> file,
-                         SafetensorsFile::Open((root / "model.safetensors").string()));
+                         SafetensorsFile::Open((fs::path(dir) / "model.safetensors").string()));
   try {
-    Transformer transformer(*config);
-    MNEMO_RETURN_IF_ERROR(LoadParameters(*transformer, *file));
-    return std::unique_ptr<Model>(new Model(*std::move(config), options.device,
-                                            std::move(transformer)));
+    return LoadParameters(transformer, *file);
   } catch (const c10::Error& e) {
     return absl::InternalError(absl::StrCat("loading ", dir, ": ", e.what_without_backtrace()));
   }
+}
+
+absl::Status SaveModelDirectory(const std::string& dir, const ModelConfig& config,
+                                const TransformerImpl& transformer, bool bf16) {
+  std::error_code error;
+  fs::create_directories(dir, error);
+  if (error) {
+    return absl::PermissionDeniedError(absl::StrCat("cannot create ", dir, ": ", error.message()));
+  }
+  {
+    std::ofstream out(fs::path(dir) / "config.json", std::ios::trunc);
+    out << ModelConfigToJson(config);
+    if (!out) return absl::DataLossError(absl::StrCat("cannot write ", dir, "/config.json"));
+  }
+  std::vector<std::pair<std::string, torch::Tensor>> tensors;
+  for (const auto& item : transformer.named_parameters()) {
+    tensors.emplace_back(item.key(), item.value().detach().to(
+                                         torch::kCPU, bf16 ? torch::kBFloat16 : torch::kFloat32));
+  }
+  return WriteSafetensors((fs::path(dir) / "model.safetensors").string(), tensors,
+                          {{"format", "pt"}, {"mnemo_architecture", "mnemo-xl"}});
+}
+
+absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& dir,
+                                                   const LoadOptions& options) {
+  MNEMO_ASSIGN_OR_RETURN(ModelConfig config, LoadModelConfig(dir));
+  try {
+    Transformer transformer(config);
+    MNEMO_RETURN_IF_ERROR(LoadWeights(dir, *transformer));
+    return std::unique_ptr<Model>(new Model(config, options.device, std::move(transformer)));
+  } catch (const c10::Error& e) {
+    return absl::InternalError(absl::StrCat("loading ", dir, ": ", e.what_without_backtrace()));
+  }
+}
+
+std::unique_ptr<Model> Model::FromTransformer(Transformer transformer,
+                                              const LoadOptions& options) {
+  ModelConfig config = transformer->config();
+  return std::unique_ptr<Model>(new Model(config, options.device, std::move(transformer)));
 }
 
 std::unique_ptr<Model> Model::Random(const ModelConfig& config, uint64_t seed,
@@ -106,13 +145,13 @@ std::unique_ptr<Model> Model::Random(const ModelConfig& config, uint64_t seed,
   return std::unique_ptr<Model>(new Model(config, options.device, std::move(transformer)));
 }
 
-memory::SessionMemory Model::NewMemory() const {
+memory::SessionMemory Model::NewMemory(const MemoryOptions& options) const {
   c10::InferenceMode inference;
-  return transformer_->NewMemory(/*batch=*/1, device_);
+  const int knn_len = !options.knn ? 0 : options.knn_mem_len > 0 ? options.knn_mem_len : -1;
+  return transformer_->NewMemory(/*batch=*/1, device_, options.compressive, knn_len);
 }
 
-absl::StatusOr<torch::Tensor> Model::Forward(absl::Span<const int> tokens,
-                                             memory::SessionMemory& memory, Outputs outputs) {
+absl::Status Model::CheckTokens(absl::Span<const int> tokens) const {
   if (tokens.empty()) return absl::InvalidArgumentError("Forward needs at least one token");
   for (int id : tokens) {
     if (id < 0 || id >= config_.vocab_size) {
@@ -120,11 +159,21 @@ absl::StatusOr<torch::Tensor> Model::Forward(absl::Span<const int> tokens,
           absl::StrCat("token id ", id, " is outside the vocabulary [0, ", config_.vocab_size, ")"));
     }
   }
+  return absl::OkStatus();
+}
+
+torch::Tensor Model::TokenTensor(absl::Span<const int> tokens) const {
+  std::vector<int64_t> ids(tokens.begin(), tokens.end());
+  return torch::tensor(ids, torch::kInt64).view({1, static_cast<int64_t>(ids.size())}).to(device_);
+}
+
+absl::StatusOr<torch::Tensor> Model::Forward(absl::Span<const int> tokens,
+                                             memory::SessionMemory& memory, Outputs outputs) {
+  MNEMO_RETURN_IF_ERROR(CheckTokens(tokens));
   try {
     c10::InferenceMode inference;
     const int64_t n = static_cast<int64_t>(tokens.size());
-    std::vector<int64_t> ids(tokens.begin(), tokens.end());
-    torch::Tensor all = torch::from_blob(ids.data(), {1, n}, torch::kInt64).to(device_);
+    torch::Tensor all = TokenTensor(tokens);  // [1, n]
     std::vector<torch::Tensor> logprobs;
     for (int64_t start = 0; start < n; start += config_.seg_len) {
       const int64_t length = std::min<int64_t>(config_.seg_len, n - start);
@@ -143,6 +192,34 @@ absl::StatusOr<torch::Tensor> Model::Forward(absl::Span<const int> tokens,
   }
 }
 
+absl::StatusOr<ExitForward> Model::ForwardWithExit(absl::Span<const int> tokens,
+                                                   memory::SessionMemory& memory,
+                                                   float threshold) {
+  MNEMO_RETURN_IF_ERROR(CheckTokens(tokens));
+  try {
+    c10::InferenceMode inference;
+    const int64_t n = static_cast<int64_t>(tokens.size());
+    torch::Tensor all = TokenTensor(tokens);  // [1, n]
+    std::vector<torch::Tensor> logprobs, layers;
+    for (int64_t start = 0; start < n; start += config_.seg_len) {
+      const int64_t length = std::min<int64_t>(config_.seg_len, n - start);
+      torch::Tensor exit_layers;  // [1, S]
+      torch::Tensor hidden =
+          transformer_->ForwardWithExit(all.narrow(1, start, length), memory, threshold, &exit_layers);
+      logprobs.push_back(torch::log_softmax(transformer_->Logits(hidden)[0], -1));
+      layers.push_back(exit_layers[0]);
+    }
+    ExitForward out;
+    out.logprobs = torch::cat(logprobs, 0).to(torch::kCPU, torch::kFloat32);
+    torch::Tensor all_layers = torch::cat(layers, 0).to(torch::kCPU, torch::kInt64).contiguous();
+    const int64_t* data = all_layers.data_ptr<int64_t>();
+    out.exit_layers.assign(data, data + n);
+    return out;
+  } catch (const c10::Error& e) {
+    return absl::InternalError(absl::StrCat("model forward failed: ", e.what_without_backtrace()));
+  }
+}
+
 int64_t Model::ParameterCount() const {
   int64_t total = 0;
   for (const torch::Tensor& p : transformer_->parameters()) total += p.numel();
@@ -150,20 +227,7 @@ int64_t Model::ParameterCount() const {
 }
 
 absl::Status Model::Save(const std::string& dir) const {
-  std::error_code error;
-  fs::create_directories(dir, error);
-  if (error) return absl::PermissionDeniedError(absl::StrCat("cannot create ", dir, ": ", error.message()));
-  {
-    std::ofstream out(fs::path(dir) / "config.json", std::ios::trunc);
-    out << ModelConfigToJson(config_);
-    if (!out) return absl::DataLossError(absl::StrCat("cannot write ", dir, "/config.json"));
-  }
-  std::vector<std::pair<std::string, torch::Tensor>> tensors;
-  for (const auto& item : transformer_->named_parameters()) {
-    tensors.emplace_back(item.key(), item.value().detach().to(torch::kCPU, torch::kFloat32));
-  }
-  return WriteSafetensors((fs::path(dir) / "model.safetensors").string(), tensors,
-                          {{"format", "pt"}, {"mnemo_architecture", "mnemo-xl"}});
+  return SaveModelDirectory(dir, config_, *transformer_);
 }
 
 }  // namespace mnemo::model

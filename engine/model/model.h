@@ -27,11 +27,27 @@ struct LoadOptions {
 // Which positions of a Forward call get output log-probabilities.
 enum class Outputs { kAll, kLast };
 
+// Inference-time switches on a session's memory (evaluation ablations, per-session kNN size).
+struct MemoryOptions {
+  bool compressive = true;  // use the compressed memory if the model has one
+  bool knn = true;          // use the kNN layer's memory if the model has one
+  int knn_mem_len = 0;      // retrievable kNN positions; 0 = the model's default
+};
+
+// Result of an early-exit forward pass (CALM with state propagation).
+struct ExitForward {
+  torch::Tensor logprobs;        // [n, vocab] float32 CPU, from each token's exit layer
+  std::vector<int> exit_layers;  // [n], 1-based; n_layers when the token never exited
+};
+
 class Model {
  public:
   // Reads DIR/config.json and DIR/model.safetensors. Errors name the file or tensor at fault.
   static absl::StatusOr<std::unique_ptr<Model>> Load(const std::string& dir,
                                                      const LoadOptions& options);
+  // Wraps a trained network (the trainer's) for inference.
+  static std::unique_ptr<Model> FromTransformer(Transformer transformer,
+                                               const LoadOptions& options = {});
   // A randomly initialised model (tests, `mnemo-model init`).
   static std::unique_ptr<Model> Random(const ModelConfig& config, uint64_t seed,
                                        const LoadOptions& options = {});
@@ -40,7 +56,7 @@ class Model {
   torch::Device device() const { return device_; }
 
   // An empty memory for one sequence.
-  memory::SessionMemory NewMemory() const;
+  memory::SessionMemory NewMemory(const MemoryOptions& options = {}) const;
 
   // Feeds `tokens` (any count >= 1) through the model in segments of seg_len, appending each
   // position to `memory`. Returns next-token log-probabilities, float32 on CPU:
@@ -49,6 +65,13 @@ class Model {
   absl::StatusOr<torch::Tensor> Forward(absl::Span<const int> tokens,
                                         memory::SessionMemory& memory,
                                         Outputs outputs = Outputs::kAll);
+
+  // Like Forward with Outputs::kAll, but each token leaves the network after the first layer
+  // whose shared-head softmax response (top-1 minus top-2 probability) reaches `threshold`.
+  // Layers a token skips still get its key/value from its exit hidden state (state
+  // propagation), so what follows sees no holes. threshold > 1 never exits early.
+  absl::StatusOr<ExitForward> ForwardWithExit(absl::Span<const int> tokens,
+                                              memory::SessionMemory& memory, float threshold);
 
   // Writes config.json + model.safetensors (float32) into `dir`, creating it.
   absl::Status Save(const std::string& dir) const;
@@ -60,11 +83,21 @@ class Model {
 
  private:
   Model(ModelConfig config, torch::Device device, Transformer transformer);
+  absl::Status CheckTokens(absl::Span<const int> tokens) const;
+  torch::Tensor TokenTensor(absl::Span<const int> tokens) const;  // [1, n] on device_
 
   const ModelConfig config_;
   const torch::Device device_;
   Transformer transformer_;
 };
+
+// Directory I/O shared by Model and the trainer.
+absl::StatusOr<ModelConfig> LoadModelConfig(const std::string& dir);
+// Copies DIR/model.safetensors into `transformer` (every parameter, exact shapes).
+absl::Status LoadWeights(const std::string& dir, TransformerImpl& transformer);
+// Writes DIR/config.json and DIR/model.safetensors (float32, or bfloat16 if `bf16`).
+absl::Status SaveModelDirectory(const std::string& dir, const ModelConfig& config,
+                                const TransformerImpl& transformer, bool bf16 = false);
 
 }  // namespace mnemo::model
 

@@ -51,6 +51,8 @@ absl::Status ValidateModelConfig(const ModelConfig& c) {
     return s;
   if (auto s = Check(c.knn_layer < c.n_layers, "knn_layer must be < n_layers"); !s.ok())
     return s;
+  if (auto s = Check(c.knn_topk > 0, "knn_topk must be > 0"); !s.ok()) return s;
+  if (auto s = Check(c.knn_mem_len >= 0, "knn_mem_len must be >= 0"); !s.ok()) return s;
   return absl::OkStatus();
 }
 
@@ -114,7 +116,8 @@ absl::StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text) {
         Read(j, "mem_len", c.mem_len), Read(j, "cmem_len", c.cmem_len),
         Read(j, "cmem_rate", c.cmem_rate), Read(j, "compression", compression),
         Read(j, "clamp_len", c.clamp_len), Read(j, "knn_layer", c.knn_layer),
-        Read(j, "knn_topk", c.knn_topk), Read(j, "exit_heads", c.exit_heads)}) {
+        Read(j, "knn_topk", c.knn_topk), Read(j, "knn_mem_len", c.knn_mem_len),
+        Read(j, "exit_heads", c.exit_heads)}) {
     if (!s.ok()) return s;
   }
   if (c.n_heads > 0 && c.d_head == 0) c.d_head = c.d_model / c.n_heads;
@@ -145,6 +148,7 @@ std::string ModelConfigToJson(const ModelConfig& c) {
             {"clamp_len", c.clamp_len},
             {"knn_layer", c.knn_layer},
             {"knn_topk", c.knn_topk},
+            {"knn_mem_len", c.knn_mem_len},
             {"exit_heads", c.exit_heads}};
   return j.dump(2) + "\n";
 }

@@ -36,10 +36,16 @@ struct ModelConfig {
   Compression compression = Compression::kMean;
   int clamp_len = 1024;   // relative distances beyond this share one embedding
 
-  // Reserved for later releases (kNN layer, early-exit heads); parsed so configs round-trip.
+  // Memorizing-Transformer kNN layer: query t retrieves the knn_topk best (normalised) keys
+  // among the knn_mem_len positions just before its raw window [t - mem_len, t].
   int knn_layer = -1;     // 0-based layer with kNN attention; -1 = none
   int knn_topk = 32;
+  int knn_mem_len = 4096; // default retrievable positions per head (inference may override)
+
+  // CALM: trained with the shared exit head at every layer (any layer can emit anyway).
   bool exit_heads = false;
+
+  bool knn_enabled() const { return knn_layer >= 0 && knn_mem_len > 0; }
 
   // Number of learned parameters this config implies.
   int64_t ParameterCount() const;

@@ -4,13 +4,22 @@
 #include <limits>
 
 namespace mnemo::model {
+namespace {
 
-RelativeAttentionImpl::RelativeAttentionImpl(const ModelConfig& config)
+// Normalised dot products lie in [-1, 1]: a scale of 8 gives a usefully peaked softmax from the
+// start; a gate of sigmoid(-2) = 0.12 keeps early, noisy retrievals from swamping local context.
+constexpr float kKnnScaleInit = 8.0f;
+constexpr float kKnnGateInit = -2.0f;
+
+}  // namespace
+
+RelativeAttentionImpl::RelativeAttentionImpl(const ModelConfig& config, int layer)
     : heads_(config.n_heads),
       d_head_(config.d_head),
       cmem_rate_(config.cmem_rate),
       compression_(config.compression),
-      scale_(1.0f / std::sqrt(static_cast<float>(config.d_head))) {
+      scale_(1.0f / std::sqrt(static_cast<float>(config.d_head))),
+      knn_topk_(config.knn_topk) {
   const int64_t inner = int64_t{heads_} * d_head_;
   qkv_ = register_module(
       "qkv", torch::nn::Linear(torch::nn::LinearOptions(config.d_model, 3 * inner).bias(false)));
@@ -25,6 +34,66 @@ RelativeAttentionImpl::RelativeAttentionImpl(const ModelConfig& config)
     compress_k_ = register_module("compress_k", torch::nn::Conv1d(options));
     compress_v_ = register_module("compress_v", torch::nn::Conv1d(options));
   }
+  if (layer == config.knn_layer) {
+    knn_scale_ = register_parameter("knn_scale", torch::full({heads_}, kKnnScaleInit));
+    knn_gate_ = register_parameter("knn_gate", torch::full({heads_}, kKnnGateInit));
+  }
+}
+
+torch::Tensor RelativeAttentionImpl::TakeReconstructionLoss() {
+  torch::Tensor loss = reconstruction_loss_;
+  reconstruction_loss_ = torch::Tensor();
+  return loss;
+}
+
+void RelativeAttentionImpl::AddReconstructionLoss(const torch::Tensor& q,
+                                                  const torch::Tensor& k_groups,
+                                                  const torch::Tensor& v_groups) {
+  torch::Tensor qd = q.detach(), kd = k_groups.detach(), vd = v_groups.detach();
+  // [B, H, S, n * rate] and [B, H, S, n] attention of the segment's queries
+  torch::Tensor old_out = torch::matmul(torch::softmax(torch::matmul(qd, kd.transpose(2, 3)) * scale_, 3), vd);
+  torch::Tensor ck = Compress(kd, /*keys=*/true), cv = Compress(vd, /*keys=*/false);
+  torch::Tensor new_out = torch::matmul(torch::softmax(torch::matmul(qd, ck.transpose(2, 3)) * scale_, 3), cv);
+  torch::Tensor loss = (new_out - old_out).pow(2).mean();
+  reconstruction_loss_ = reconstruction_loss_.defined() ? reconstruction_loss_ + loss : loss;
+}
+
+torch::Tensor RelativeAttentionImpl::MixKnn(const torch::Tensor& q, const torch::Tensor& k,
+                                            const torch::Tensor& v, const torch::Tensor& y_local,
+                                            memory::LayerMemory& memory,
+                                            const memory::SegmentPlan& plan) {
+  const int64_t batch = q.size(0), length = q.size(2);
+  torch::Tensor qn = q / q.norm(2, -1, true).clamp_min(1e-6);  // [B, H, S, dh]
+  {
+    torch::NoGradGuard no_grad;
+    torch::Tensor kn = k / k.norm(2, -1, true).clamp_min(1e-6);
+    memory.k_knn.index_copy_(2, plan.knn_write_slots, kn.detach());
+    memory.v_knn.index_copy_(2, plan.knn_write_slots, v.detach());
+  }
+  const int64_t capacity = memory.k_knn.size(2);
+  const int64_t top = std::min<int64_t>(knn_topk_, capacity);
+  torch::Tensor index, valid;
+  {
+    // Exact search: cosine similarity with every retrievable entry. [B, H, S, capacity]
+    torch::NoGradGuard no_grad;
+    torch::Tensor sims = torch::matmul(qn.detach(), memory.k_knn.transpose(2, 3))
+                             .masked_fill(plan.knn_mask.logical_not(),
+                                          -std::numeric_limits<float>::infinity());
+    auto best = sims.topk(top, 3);
+    valid = torch::isfinite(std::get<0>(best));  // [B, H, S, k]
+    index = std::get<1>(best);
+  }
+  // [B, H, S * k, dh] gathers of the hits -> [B, H, S, k, dh]
+  torch::Tensor flat = index.reshape({batch, heads_, length * top, 1}).expand({batch, heads_, length * top, d_head_});
+  torch::Tensor k_hit = memory.k_knn.gather(2, flat).view({batch, heads_, length, top, d_head_});
+  torch::Tensor v_hit = memory.v_knn.gather(2, flat).view({batch, heads_, length, top, d_head_});
+  torch::Tensor logits = (qn.unsqueeze(3) * k_hit).sum(-1) * knn_scale_.view({1, heads_, 1, 1});
+  // Finite fill: a query with no entries yet gets a harmless uniform softmax, then gate 0.
+  torch::Tensor probs = torch::softmax(logits.masked_fill(valid.logical_not(), -1e9), 3);
+  torch::Tensor y_knn = (probs.unsqueeze(-1) * v_hit).sum(3);  // [B, H, S, dh]
+  torch::Tensor gate = torch::sigmoid(knn_gate_).view({1, heads_, 1, 1}) *
+                       valid.any(3, /*keepdim=*/true).to(y_local.scalar_type());
+  return y_local + gate * (y_knn - y_local);
 }
 
 torch::Tensor RelativeAttentionImpl::PositionTable(const torch::Tensor& sinusoid) {
@@ -74,8 +143,12 @@ torch::Tensor RelativeAttentionImpl::forward(const torch::Tensor& x, memory::Lay
   if (compressive && plan.new_groups > 0) {
     torch::Tensor k_groups = memory.k_raw.index_select(2, plan.group_source_slots);
     torch::Tensor v_groups = memory.v_raw.index_select(2, plan.group_source_slots);
-    memory.k_cmp.index_copy_(2, plan.cmp_write_slots, Compress(k_groups, /*keys=*/true));
-    memory.v_cmp.index_copy_(2, plan.cmp_write_slots, Compress(v_groups, /*keys=*/false));
+    // Slots are stored detached: the compression net learns from reconstruction alone.
+    memory.k_cmp.index_copy_(2, plan.cmp_write_slots, Compress(k_groups, /*keys=*/true).detach());
+    memory.v_cmp.index_copy_(2, plan.cmp_write_slots, Compress(v_groups, /*keys=*/false).detach());
+    if (is_training() && compression_ == Compression::kConv) {
+      AddReconstructionLoss(q, k_groups, v_groups);
+    }
   }
 
   torch::Tensor qu = q + u_bias_.view({1, heads_, 1, d_head_});  // [B, H, S, dh]
@@ -88,14 +161,14 @@ torch::Tensor RelativeAttentionImpl::forward(const torch::Tensor& x, memory::Lay
   // [B, H, S, raw_cap]
   torch::Tensor scores = torch::matmul(qu, memory.k_raw.transpose(2, 3)) +
                          by_distance.gather(3, plan.raw_distance.expand({batch, heads_, length, raw_cap}));
-  torch::Tensor mask = plan.raw_mask;  // [S, raw_cap (+ cmp_cap)]
+  torch::Tensor mask = plan.raw_mask;  // [R, 1, S, raw_cap (+ cmp_cap)]
   if (compressive) {
     const int64_t cmp_cap = memory.k_cmp.size(2);
     torch::Tensor cmp_scores =
         torch::matmul(qu, memory.k_cmp.transpose(2, 3)) +
         by_distance.gather(3, plan.cmp_distance.expand({batch, heads_, length, cmp_cap}));
     scores = torch::cat({scores, cmp_scores}, 3);
-    mask = torch::cat({mask, plan.cmp_mask}, 1);
+    mask = torch::cat({mask, plan.cmp_mask}, 3);
   }
   scores = (scores * scale_).masked_fill(mask.logical_not(),
                                          -std::numeric_limits<float>::infinity());
@@ -105,6 +178,7 @@ torch::Tensor RelativeAttentionImpl::forward(const torch::Tensor& x, memory::Lay
   if (compressive) {
     y = y + torch::matmul(probs.narrow(3, raw_cap, memory.k_cmp.size(2)), memory.v_cmp);
   }
+  if (knn_scale_.defined() && memory.k_knn.defined()) y = MixKnn(q, k, v, y, memory, plan);
   // [B, H, S, dh] -> [B, S, H * dh] -> [B, S, d_model]
   return out_->forward(y.transpose(1, 2).reshape({batch, length, heads_ * d_head_}));
 }

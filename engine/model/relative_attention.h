@@ -5,6 +5,11 @@
 //
 // r_d = W_r R_d with R the sinusoid of distance d (clamped). The same module serves training
 // (autograd) and inference (r table cached). Not thread-safe.
+//
+// The kNN layer (Memorizing Transformer) also retrieves, per head, the top-k of its kNN memory
+// by cosine similarity (queries and keys L2-normalised, a learned per-head scale instead of
+// 1/sqrt(d)), softmaxes over those k alone, and mixes y = (1 - g) y_local + g y_knn with a
+// learned per-head gate g = sigmoid(b). No gradient reaches the memory.
 #ifndef MNEMO_ENGINE_MODEL_RELATIVE_ATTENTION_H_
 #define MNEMO_ENGINE_MODEL_RELATIVE_ATTENTION_H_
 
@@ -21,7 +26,7 @@ namespace mnemo::model {
 
 class RelativeAttentionImpl : public torch::nn::Module {
  public:
-  explicit RelativeAttentionImpl(const ModelConfig& config);
+  RelativeAttentionImpl(const ModelConfig& config, int layer);
 
   // x: [B, S, d_model], the layer-normalised input of the segment `plan` describes.
   // Appends the segment's keys/values (and any groups it completes) to `memory`, then attends.
@@ -33,18 +38,30 @@ class RelativeAttentionImpl : public torch::nn::Module {
   void CachePositionTable(const torch::Tensor& sinusoid);
   void ClearPositionTable() { position_table_ = torch::Tensor(); }
 
+  // Training: the attention-reconstruction loss of groups compressed since the last call.
+  torch::Tensor TakeReconstructionLoss();
+
   // Keys or values of whole groups [B, H, n * rate, d_head] -> one slot each [B, H, n, d_head].
   torch::Tensor Compress(const torch::Tensor& grouped, bool keys);
 
  private:
   // [H, max_distance + 1, d_head]
   torch::Tensor PositionTable(const torch::Tensor& sinusoid);
+  // Writes the segment's normalised keys/values to the kNN ring and returns y_knn mixed into
+  // y_local ([B, H, S, dh] both).
+  torch::Tensor MixKnn(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                       const torch::Tensor& y_local, memory::LayerMemory& memory,
+                       const memory::SegmentPlan& plan);
+  // ||attn(q, old) - attn(q, compress(old))||^2 on detached inputs: trains the conv alone.
+  void AddReconstructionLoss(const torch::Tensor& q, const torch::Tensor& k_groups,
+                             const torch::Tensor& v_groups);
 
   const int heads_;
   const int d_head_;
   const int cmem_rate_;
   const Compression compression_;
   const float scale_;
+  const int knn_topk_;
 
   torch::nn::Linear qkv_{nullptr};     // d_model -> 3 * H * d_head
   torch::nn::Linear out_{nullptr};     // H * d_head -> d_model
@@ -53,7 +70,10 @@ class RelativeAttentionImpl : public torch::nn::Module {
   torch::Tensor v_bias_;               // [H, d_head]
   torch::nn::Conv1d compress_k_{nullptr};  // conv compression only: H*d_head -> H*d_head
   torch::nn::Conv1d compress_v_{nullptr};
+  torch::Tensor knn_scale_;            // [H], kNN layer only
+  torch::Tensor knn_gate_;             // [H] gate logits b, kNN layer only
   torch::Tensor position_table_;       // cached [H, max_distance + 1, d_head]
+  torch::Tensor reconstruction_loss_;  // accumulated in training
 };
 TORCH_MODULE(RelativeAttention);
 

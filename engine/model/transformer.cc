@@ -24,7 +24,7 @@ TransformerImpl::TransformerImpl(const ModelConfig& config) : config_(config) {
                                torch::nn::Embedding(config.vocab_size, config.d_model));
   block_list_ = register_module("blocks", torch::nn::ModuleList());
   for (int i = 0; i < config.n_layers; ++i) {
-    blocks_.push_back(TransformerBlock(config));
+    blocks_.push_back(TransformerBlock(config, i));
     block_list_->push_back(blocks_.back());
   }
   final_norm_ = register_module(
@@ -33,7 +33,8 @@ TransformerImpl::TransformerImpl(const ModelConfig& config) : config_(config) {
   sinusoid_ = register_buffer("sinusoid", Sinusoid(config.MaxDistance() + 1, config.d_model));
 }
 
-memory::SessionMemory TransformerImpl::NewMemory(int batch, const torch::Device& device) const {
+memory::SessionMemory TransformerImpl::NewMemory(int batch, const torch::Device& device,
+                                                bool compressive, int knn_mem_len) const {
   memory::MemoryShape shape;
   shape.batch = batch;
   shape.layers = config_.n_layers;
@@ -41,22 +42,61 @@ memory::SessionMemory TransformerImpl::NewMemory(int batch, const torch::Device&
   shape.d_head = config_.d_head;
   shape.seg_len = config_.seg_len;
   shape.mem_len = config_.mem_len;
-  shape.cmem_len = config_.cmem_len;
+  shape.cmem_len = compressive ? config_.cmem_len : 0;
+  shape.knn_layer = config_.knn_layer;
+  shape.knn_len = knn_mem_len < 0 ? config_.knn_mem_len : knn_mem_len;
   shape.cmem_rate = config_.cmem_rate;
   shape.max_distance = config_.MaxDistance();
   return memory::SessionMemory::Create(shape,
                                        torch::TensorOptions().dtype(torch::kFloat32).device(device));
 }
 
-torch::Tensor TransformerImpl::forward(const torch::Tensor& tokens,
-                                       memory::SessionMemory& memory) {
+torch::Tensor TransformerImpl::forward(const torch::Tensor& tokens, memory::SessionMemory& memory,
+                                       std::vector<torch::Tensor>* layer_outputs) {
   memory::SegmentPlan plan = memory.Plan(tokens.size(1));
   torch::Tensor h = embedding_->forward(tokens);  // [B, S, d_model]
   for (size_t i = 0; i < blocks_.size(); ++i) {
     h = blocks_[i]->forward(h, memory.layer(static_cast<int>(i)), plan, sinusoid_);
+    if (layer_outputs != nullptr) layer_outputs->push_back(h);
   }
   memory.Commit(plan);
   return h;
+}
+
+torch::Tensor TransformerImpl::ForwardWithExit(const torch::Tensor& tokens,
+                                               memory::SessionMemory& memory, float threshold,
+                                               torch::Tensor* exit_layers) {
+  memory::SegmentPlan plan = memory.Plan(tokens.size(1));
+  const int layers = static_cast<int>(blocks_.size());
+  torch::Tensor h = embedding_->forward(tokens);  // [B, S, d_model]
+  torch::Tensor exited = torch::zeros(tokens.sizes(), tokens.options().dtype(torch::kBool));
+  torch::Tensor layer_of = torch::full(tokens.sizes(), layers, tokens.options().dtype(torch::kInt64));
+  for (int i = 0; i < layers; ++i) {
+    // An exited token's frozen state still flows through this layer, so the layer's memory
+    // gets the key/value its exit hidden state implies (state propagation); its output is
+    // discarded. A parallel equivalent of decoding token by token with CALM.
+    torch::Tensor next = blocks_[i]->forward(h, memory.layer(i), plan, sinusoid_);
+    h = torch::where(exited.unsqueeze(-1), h, next);
+    if (i + 1 == layers) break;
+    torch::Tensor probs = torch::softmax(Logits(h), -1);  // [B, S, vocab]
+    torch::Tensor top2 = std::get<0>(probs.topk(2, -1));
+    torch::Tensor confident = (top2.select(-1, 0) - top2.select(-1, 1)).ge(threshold);
+    torch::Tensor now = confident & exited.logical_not();
+    layer_of.masked_fill_(now, i + 1);
+    exited = exited | now;
+  }
+  memory.Commit(plan);
+  *exit_layers = layer_of;
+  return h;
+}
+
+torch::Tensor TransformerImpl::TakeReconstructionLoss() {
+  torch::Tensor total;
+  for (TransformerBlock& block : blocks_) {
+    torch::Tensor loss = block->attention()->TakeReconstructionLoss();
+    if (loss.defined()) total = total.defined() ? total + loss : loss;
+  }
+  return total;
 }
 
 torch::Tensor TransformerImpl::Logits(const torch::Tensor& hidden) {
@@ -81,6 +121,8 @@ void TransformerImpl::InitializeWeights(uint64_t seed) {
                          name.find("final_norm") != std::string::npos;
     if (is_norm) {
       p.fill_(name.size() >= 6 && name.substr(name.size() - 6) == "weight" ? 1.0 : 0.0);
+    } else if (name.find("knn_") != std::string::npos) {
+      continue;  // kNN scale and gate keep their constructor values
     } else if (p.dim() >= 2) {
       p.normal_(0.0, 0.02);
     } else {

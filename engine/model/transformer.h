@@ -25,13 +25,27 @@ class TransformerImpl : public torch::nn::Module {
 
   // Runs one segment: tokens [B, S] (S <= seg_len) at positions memory.next_position()...
   // Appends it to `memory` (and commits). Returns the final hidden states [B, S, d_model]
-  // before the final LayerNorm.
-  torch::Tensor forward(const torch::Tensor& tokens, memory::SessionMemory& memory);
+  // before the final LayerNorm. If `layer_outputs` is set it receives every layer's output
+  // (n_layers tensors [B, S, d_model], the last equal to the return value) for CALM losses.
+  torch::Tensor forward(const torch::Tensor& tokens, memory::SessionMemory& memory,
+                        std::vector<torch::Tensor>* layer_outputs = nullptr);
+
+  // Early exit with state propagation (see Model::ForwardWithExit). Returns the hidden state
+  // each token left with [B, S, d_model]; exit_layers receives [B, S] int64, 1-based.
+  torch::Tensor ForwardWithExit(const torch::Tensor& tokens, memory::SessionMemory& memory,
+                                float threshold, torch::Tensor* exit_layers);
+
+  // Training: the compression nets' attention-reconstruction loss summed over the segments
+  // run since the last call (undefined tensor if none). Only conv compression has one.
+  torch::Tensor TakeReconstructionLoss();
 
   // Shared exit head: final LayerNorm + tied LM head. [..., d_model] -> [..., vocab] logits.
   torch::Tensor Logits(const torch::Tensor& hidden);
 
-  memory::SessionMemory NewMemory(int batch, const torch::Device& device) const;
+  // knn_mem_len < 0 = the config's; 0 = no kNN memory. compressive=false drops the
+  // compressed memory.
+  memory::SessionMemory NewMemory(int batch, const torch::Device& device, bool compressive = true,
+                                  int knn_mem_len = -1) const;
 
   // Inference: precompute the per-layer relative-position tables (weights must not change).
   void CachePositionTables();

@@ -2,10 +2,10 @@
 
 namespace mnemo::model {
 
-TransformerBlockImpl::TransformerBlockImpl(const ModelConfig& config) {
+TransformerBlockImpl::TransformerBlockImpl(const ModelConfig& config, int layer) {
   auto norm = torch::nn::LayerNormOptions({config.d_model}).eps(config.layer_norm_eps);
   ln1_ = register_module("ln1", torch::nn::LayerNorm(norm));
-  attn_ = register_module("attn", RelativeAttention(config));
+  attn_ = register_module("attn", RelativeAttention(config, layer));
   ln2_ = register_module("ln2", torch::nn::LayerNorm(norm));
   ff1_ = register_module("ff1", torch::nn::Linear(config.d_model, config.d_ff));
   ff2_ = register_module("ff2", torch::nn::Linear(config.d_ff, config.d_model));

@@ -17,7 +17,7 @@ namespace mnemo::model {
 
 class TransformerBlockImpl : public torch::nn::Module {
  public:
-  explicit TransformerBlockImpl(const ModelConfig& config);
+  TransformerBlockImpl(const ModelConfig& config, int layer);
 
   // h: [B, S, d_model] -> [B, S, d_model]
   torch::Tensor forward(const torch::Tensor& h, memory::LayerMemory& memory,

@@ -15,7 +15,7 @@
 namespace mnemo::model {
 namespace {
 
-ModelConfig SmallConfig(int cmem_len, Compression compression) {
+ModelConfig SmallConfig(int cmem_len, Compression compression, int knn_len = 0) {
   ModelConfig c;
   c.n_layers = 2;
   c.d_model = 32;
@@ -28,7 +28,19 @@ ModelConfig SmallConfig(int cmem_len, Compression compression) {
   c.cmem_rate = 3;
   c.compression = compression;
   c.clamp_len = 40;  // smaller than the farthest slot, so clamping is exercised too
+  c.knn_layer = knn_len > 0 ? 1 : -1;
+  c.knn_topk = 4;
+  c.knn_mem_len = knn_len;
   return c;
+}
+
+// Random bytes: no two positions share a key, so top-k retrieval has no near-ties whose order
+// could flip with float rounding.
+std::vector<int> RandomBytes(int n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<int> tokens = {kBosId};
+  while (static_cast<int>(tokens.size()) < n) tokens.push_back(static_cast<int>(rng() % 256));
+  return tokens;
 }
 
 std::vector<int> Text(int n, uint32_t seed) {
@@ -134,6 +146,22 @@ torch::Tensor NaiveReference(Model& model, const std::vector<int>& tokens) {
                               torch::einsum("hd,hmd->hm", {qt + vb, Rk})) /
                              std::sqrt(static_cast<double>(dh));
       y[t] = torch::einsum("hm,hmd->hd", {torch::softmax(scores, 1), V});
+      // kNN layer: top-k cosine matches among [t - mem_len - knn_mem_len, t - mem_len).
+      const int64_t lo = std::max<int64_t>(0, t - c.mem_len - c.knn_mem_len), hi = t - c.mem_len;
+      if (l == c.knn_layer && c.knn_mem_len > 0 && hi > lo) {
+        torch::Tensor qn = qt / qt.norm(2, -1, true).clamp_min(1e-6);  // [H, dh]
+        torch::Tensor kc = k.narrow(0, lo, hi - lo), vc = v.narrow(0, lo, hi - lo);  // [P, H, dh]
+        torch::Tensor kn = kc / kc.norm(2, -1, true).clamp_min(1e-6);
+        torch::Tensor sims = torch::einsum("hd,phd->hp", {qn, kn});  // [H, P]
+        auto top = sims.topk(std::min<int64_t>(c.knn_topk, hi - lo), 1);
+        torch::Tensor probs = torch::softmax(std::get<0>(top) * P(b + "attn.knn_scale").unsqueeze(1), 1);
+        for (int64_t head = 0; head < H; ++head) {
+          torch::Tensor hits = vc.select(1, head).index_select(0, std::get<1>(top)[head]);  // [k, dh]
+          torch::Tensor y_knn = torch::matmul(probs[head], hits);
+          torch::Tensor g = torch::sigmoid(P(b + "attn.knn_gate")[head]);
+          y[t][head] = (1 - g) * y[t][head] + g * y_knn;
+        }
+      }
     }
     h = h + torch::matmul(y.reshape({n, H * dh}), P(b + "attn.out.weight").t());
     torch::Tensor f = torch::gelu(torch::matmul(layer_norm(h, b + "ln2"), P(b + "ff1.weight").t()) +
@@ -148,15 +176,18 @@ struct ParityCase {
   const char* name;
   int cmem_len;
   Compression compression;
+  int knn_len = 0;
 };
 void PrintTo(const ParityCase& c, std::ostream* os) { *os << c.name; }
 
 class MemoryParityTest : public ::testing::TestWithParam<ParityCase> {
  protected:
   void SetUp() override {
-    model_ = Model::Random(SmallConfig(GetParam().cmem_len, GetParam().compression), 11);
-    // Long enough to fill the raw window, overflow the compressed memory and wrap every ring.
-    tokens_ = Text(160, 3);
+    model_ = Model::Random(
+        SmallConfig(GetParam().cmem_len, GetParam().compression, GetParam().knn_len), 11);
+    // Long enough to fill the raw window, overflow the compressed and kNN memories and wrap
+    // every ring.
+    tokens_ = GetParam().knn_len > 0 ? RandomBytes(160, 3) : Text(160, 3);
     auto memory = model_->NewMemory();
     full_ = FeedInPieces(*model_, memory, tokens_, {static_cast<int>(tokens_.size())});
   }
@@ -237,7 +268,9 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(ParityCase{"XlOnly", 0, Compression::kMean},
                       ParityCase{"CompressiveMean", 5, Compression::kMean},
                       ParityCase{"CompressiveMax", 5, Compression::kMax},
-                      ParityCase{"CompressiveConv", 5, Compression::kConv}),
+                      ParityCase{"CompressiveConv", 5, Compression::kConv},
+                      ParityCase{"XlKnn", 0, Compression::kMean, 30},
+                      ParityCase{"CompressiveConvKnn", 5, Compression::kConv, 30}),
     [](const ::testing::TestParamInfo<ParityCase>& info) { return std::string(info.param.name); });
 
 }  // namespace
