@@ -25,9 +25,9 @@ function(mnemo_test name)
   target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gtest_main)
   gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60
                        PROPERTIES ENVIRONMENT "MNEMO_SOURCE_DIR=${PROJECT_SOURCE_DIR}")
-  # Test mains are GoogleTest's, so they cannot call util::EnsureFastBlas; link a static
+  # Test mains are GoogleTest's, so they cannot call util::ConfigureCpuRuntime; link a static
   # initializer that does (see engine/util/cpu_backend.h).
-  target_link_libraries(${name} PRIVATE mnemo_fast_blas_init)
+  target_link_libraries(${name} PRIVATE mnemo_cpu_runtime_init)
 endfunction()
 
 # Torch's imported targets carry their own flags; mark its headers as system headers so

@@ -93,7 +93,7 @@ int Info(const std::string& dir) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  mnemo::util::EnsureFastBlas(argv);
+  mnemo::util::ConfigureCpuRuntime(argv);
   absl::SetProgramUsageMessage(kUsage);
   std::vector<char*> args = absl::ParseCommandLine(argc, argv);
   if (args.size() >= 2 && std::string(args[1]) == "init") return Init();

@@ -23,24 +23,37 @@ std::string LoadedOpenBlasCoreType() {
   return name == nullptr ? "" : name;
 }
 
-void EnsureFastBlas(char** argv) {
-  if (std::getenv("OPENBLAS_CORETYPE") != nullptr || std::getenv("MNEMO_KEEP_BLAS_CORE") != nullptr) {
-    return;
-  }
-  const std::string best = BestOpenBlasCoreType();
-  const std::string loaded = LoadedOpenBlasCoreType();
-  if (best.empty() || loaded.empty()) return;
-  // Kernels OpenBLAS only picks when it does not recognise a modern CPU.
+namespace {
+
+// Kernels OpenBLAS only picks when it does not recognise a modern CPU.
+bool IsFallbackCore(const std::string& core) {
   static const char* kFallbacks[] = {"Prescott", "Core2", "Penryn", "Dunnington", "Nehalem",
                                      "Atom", "Katmai", "Coppermine", "Northwood", "Banias"};
-  bool fallback = false;
   for (const char* name : kFallbacks) {
-    if (strcasecmp(loaded.c_str(), name) == 0) fallback = true;
+    if (strcasecmp(core.c_str(), name) == 0) return true;
   }
-  if (!fallback) return;
-  ::setenv("OPENBLAS_CORETYPE", best.c_str(), 1);
+  return false;
+}
+
+}  // namespace
+
+void ConfigureCpuRuntime(char** argv) {
+  if (std::getenv("MNEMO_KEEP_CPU_RUNTIME") != nullptr) return;
+  bool changed = false;
+  if (std::getenv("OPENBLAS_CORETYPE") == nullptr) {
+    const std::string best = BestOpenBlasCoreType();
+    if (!best.empty() && IsFallbackCore(LoadedOpenBlasCoreType())) {
+      ::setenv("OPENBLAS_CORETYPE", best.c_str(), 1);
+      changed = true;
+    }
+  }
+  if (std::getenv("OMP_WAIT_POLICY") == nullptr) {
+    ::setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
+    changed = true;
+  }
+  if (!changed) return;
   ::execv("/proc/self/exe", argv);
-  // execv failed: carry on with the slow kernels rather than fail.
+  // execv failed: carry on with the runtime as it is rather than fail.
 }
 
 }  // namespace mnemo::util

@@ -1,10 +1,16 @@
-// Making LibTorch's BLAS use the CPU it runs on.
+// Making LibTorch's CPU runtime fit the machine it runs on.
 //
 // Debian's OpenBLAS picks its kernels from the CPU model at load time. On virtual machines
 // that report a generic model ("Intel Xeon Processor") it falls back to its Prescott (SSE3)
 // kernels: a 512^3 matmul takes 11 ms instead of 2.7 ms, a 1x256x768 product 86 us instead
 // of 7 us. OPENBLAS_CORETYPE overrides the choice, but OpenBLAS reads it before main() runs,
 // so a binary that finds the wrong kernels restarts itself once with the variable set.
+//
+// LibTorch's OpenMP threads also spin while they wait for work. When anything else runs on the
+// same cores (gRPC threads, a second process, a CI build) two spinning threads on two cores
+// are 9x slower than one thread (training: 67 vs 602 tokens/s on this 2-core machine under
+// load); with OMP_WAIT_POLICY=PASSIVE they sleep instead (461 tokens/s). The same restart sets
+// it unless the environment already says otherwise.
 #ifndef MNEMO_ENGINE_UTIL_CPU_BACKEND_H_
 #define MNEMO_ENGINE_UTIL_CPU_BACKEND_H_
 
@@ -18,10 +24,10 @@ std::string BestOpenBlasCoreType();
 // The core type OpenBLAS chose in this process, or "" if OpenBLAS is not loaded.
 std::string LoadedOpenBlasCoreType();
 
-// Call first thing in main(). If OpenBLAS chose kernels older than the CPU supports and
-// OPENBLAS_CORETYPE is unset, re-executes the program with it set (does not return then).
-// Set MNEMO_KEEP_BLAS_CORE=1 to keep OpenBLAS's own choice.
-void EnsureFastBlas(char** argv);
+// Call first thing in main(). If OpenBLAS chose kernels older than the CPU supports (and
+// OPENBLAS_CORETYPE is unset), or OMP_WAIT_POLICY is unset, sets them and re-executes the
+// program (does not return then). MNEMO_KEEP_CPU_RUNTIME=1 keeps the environment as it is.
+void ConfigureCpuRuntime(char** argv);
 
 }  // namespace mnemo::util
 

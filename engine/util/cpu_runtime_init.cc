@@ -1,5 +1,5 @@
 // A static initializer for binaries whose main() we do not own (GoogleTest's): applies
-// util::EnsureFastBlas with the process's own command line.
+// util::ConfigureCpuRuntime with the process's own command line.
 #include <fstream>
 #include <iterator>
 #include <string>
@@ -22,7 +22,7 @@ const bool kFastBlas = [] {
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
-  mnemo::util::EnsureFastBlas(argv.data());
+  mnemo::util::ConfigureCpuRuntime(argv.data());
   return true;
 }();
 
