@@ -70,14 +70,17 @@ torch::Tensor RelativeAttentionImpl::MixKnn(const torch::Tensor& q, const torch:
     memory.k_knn.index_copy_(2, plan.knn_write_slots, kn.detach());
     memory.v_knn.index_copy_(2, plan.knn_write_slots, v.detach());
   }
-  const int64_t capacity = memory.k_knn.size(2);
-  const int64_t top = std::min<int64_t>(knn_topk_, capacity);
+  // Slots fill in order (slot = position % capacity): until the ring wraps, only the first
+  // `filled` can hold anything, so a young memory is searched at the cost of its size.
+  const int64_t filled = std::min<int64_t>(memory.k_knn.size(2), plan.start + plan.length);
+  torch::Tensor keys = memory.k_knn.narrow(2, 0, filled), values = memory.v_knn.narrow(2, 0, filled);
+  const int64_t top = std::min<int64_t>(knn_topk_, filled);
   torch::Tensor index, valid;
   {
-    // Exact search: cosine similarity with every retrievable entry. [B, H, S, capacity]
+    // Exact search: cosine similarity with every retrievable entry. [B, H, S, filled]
     torch::NoGradGuard no_grad;
-    torch::Tensor sims = torch::matmul(qn.detach(), memory.k_knn.transpose(2, 3))
-                             .masked_fill(plan.knn_mask.logical_not(),
+    torch::Tensor sims = torch::matmul(qn.detach(), keys.transpose(2, 3))
+                             .masked_fill(plan.knn_mask.narrow(3, 0, filled).logical_not(),
                                           -std::numeric_limits<float>::infinity());
     auto best = sims.topk(top, 3);
     valid = torch::isfinite(std::get<0>(best));  // [B, H, S, k]
@@ -85,8 +88,8 @@ torch::Tensor RelativeAttentionImpl::MixKnn(const torch::Tensor& q, const torch:
   }
   // [B, H, S * k, dh] gathers of the hits -> [B, H, S, k, dh]
   torch::Tensor flat = index.reshape({batch, heads_, length * top, 1}).expand({batch, heads_, length * top, d_head_});
-  torch::Tensor k_hit = memory.k_knn.gather(2, flat).view({batch, heads_, length, top, d_head_});
-  torch::Tensor v_hit = memory.v_knn.gather(2, flat).view({batch, heads_, length, top, d_head_});
+  torch::Tensor k_hit = keys.gather(2, flat).view({batch, heads_, length, top, d_head_});
+  torch::Tensor v_hit = values.gather(2, flat).view({batch, heads_, length, top, d_head_});
   torch::Tensor logits = (qn.unsqueeze(3) * k_hit).sum(-1) * knn_scale_.view({1, heads_, 1, 1});
   // Finite fill: a query with no entries yet gets a harmless uniform softmax, then gate 0.
   torch::Tensor probs = torch::softmax(logits.masked_fill(valid.logical_not(), -1e9), 3);
