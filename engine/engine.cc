@@ -1,0 +1,129 @@
+#include "engine/engine.h"
+
+#include <ATen/Parallel.h>
+#include <torch/types.h>
+
+#include <thread>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "engine/model/model.h"
+#include "engine/scheduler/scheduler.h"
+#include "engine/tokenizer/byte_tokenizer.h"
+#include "engine/tokenizer/utf8.h"
+#include "engine/util/status_macros.h"
+
+namespace mnemo::engine {
+namespace {
+
+absl::StatusOr<torch::Device> ParseDevice(const std::string& name) {
+  try {
+    return torch::Device(name);
+  } catch (const std::exception& e) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("device '", name, "' is not a device name (cpu, cuda, cuda:N)"));
+  }
+}
+
+ModelInfo MakeModelInfo(const model::Model& model, const std::string& path) {
+  const model::ModelConfig& c = model.config();
+  ModelInfo info;
+  info.name = c.name;
+  info.path = path;
+  info.layers = c.n_layers;
+  info.d_model = c.d_model;
+  info.heads = c.n_heads;
+  info.vocab_size = c.vocab_size;
+  info.parameters = c.ParameterCount();
+  info.seg_len = c.seg_len;
+  info.mem_len = c.mem_len;
+  info.cmem_len = c.cmem_len;
+  info.cmem_rate = c.cmem_rate;
+  info.compression = model::CompressionName(c.compression);
+  info.clamp_len = c.clamp_len;
+  info.tokenizer = tokenizer::ByteTokenizer().name();
+  info.dtype = "float32";
+  info.device = model.device().str();
+  return info;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& config) {
+  if (config.threads < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("threads must be >= 0, got ", config.threads));
+  }
+  if (config.max_sessions <= 0 || config.max_waiting <= 0 || config.max_new_tokens_cap <= 0 ||
+      config.default_max_new_tokens <= 0 ||
+      config.default_max_new_tokens > config.max_new_tokens_cap || config.max_top_logprobs < 0) {
+    return absl::InvalidArgumentError(
+        "engine limits must be positive, with default_max_new_tokens <= max_new_tokens_cap");
+  }
+  const int cores = static_cast<int>(std::thread::hardware_concurrency());
+  at::set_num_threads(config.threads > 0 ? config.threads : std::max(cores, 1));
+
+  MNEMO_ASSIGN_OR_RETURN(torch::Device device, ParseDevice(config.device));
+  model::LoadOptions load;
+  load.device = device;
+  MNEMO_ASSIGN_OR_RETURN(std::unique_ptr<model::Model> model,
+                         model::Model::Load(config.model_dir, load));
+  ModelInfo info = MakeModelInfo(*model, config.model_dir);
+
+  scheduler::SchedulerConfig sc;
+  sc.limits.default_max_new_tokens = config.default_max_new_tokens;
+  sc.limits.max_new_tokens_cap = config.max_new_tokens_cap;
+  sc.limits.max_top_logprobs = config.max_top_logprobs;
+  sc.max_waiting = config.max_waiting;
+  sc.sessions.max_sessions = config.max_sessions;
+  sc.sessions.ttl = config.session_ttl;
+  sc.sessions.max_memory_bytes = config.max_memory_bytes;
+  sc.model_name = info.name;
+  auto scheduler = std::make_unique<scheduler::Scheduler>(std::move(sc), std::move(model));
+  return std::unique_ptr<Engine>(new Engine(config, std::move(info), std::move(scheduler)));
+}
+
+Engine::Engine(EngineConfig config, ModelInfo info,
+               std::unique_ptr<scheduler::Scheduler> scheduler)
+    : config_(std::move(config)), model_info_(std::move(info)), scheduler_(std::move(scheduler)) {}
+
+Engine::~Engine() = default;  // the scheduler stops its loop and closes every stream
+
+absl::Status Engine::Submit(GenerateOptions options, std::shared_ptr<GenerateStream> stream) {
+  return scheduler_->SubmitGenerate(std::move(options), std::move(stream));
+}
+
+void Engine::Score(ScoreOptions options, ScoreDone done) {
+  scheduler_->SubmitScore(std::move(options), std::move(done));
+}
+
+void Engine::CreateSession(CreateSessionOptions options, SessionDone done) {
+  scheduler_->CreateSession(std::move(options), std::move(done));
+}
+
+void Engine::GetSession(std::string session_id, SessionDone done) {
+  scheduler_->GetSession(std::move(session_id), std::move(done));
+}
+
+void Engine::ListSessions(ListDone done) { scheduler_->ListSessions(std::move(done)); }
+
+void Engine::DeleteSession(std::string session_id, StatusDone done) {
+  scheduler_->DeleteSession(std::move(session_id), std::move(done));
+}
+
+absl::StatusOr<TokenizeResult> Engine::Tokenize(const std::string& text) const {
+  if (!tokenizer::IsValidUtf8(text)) {
+    return absl::InvalidArgumentError("text is not valid UTF-8");
+  }
+  const tokenizer::ByteTokenizer tokenizer;
+  TokenizeResult result;
+  result.ids = tokenizer.Encode(text);
+  // Each piece is the text its token completes ("" for the leading bytes of a multi-byte
+  // character), so the pieces are valid UTF-8 and concatenate to the text.
+  tokenizer::Utf8StreamDecoder decoder;
+  for (int id : result.ids) result.pieces.push_back(decoder.Feed(tokenizer.TokenBytes(id)));
+  return result;
+}
+
+EngineStats Engine::Stats() const { return scheduler_->Stats(); }
+
+}  // namespace mnemo::engine

@@ -1,0 +1,126 @@
+#include "engine/scheduler/generate_task.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace mnemo::scheduler {
+
+using engine::FinishReason;
+
+GenerateTask::GenerateTask(uint64_t id, engine::GenerateOptions options,
+                           std::shared_ptr<engine::GenerateStream> stream,
+                           absl::Time submit_time, uint64_t seed, session::Session* session)
+    : Task(id, session),
+      options_(std::move(options)),
+      stream_(std::move(stream)),
+      submit_time_(submit_time),
+      rng_(seed),
+      stop_(options_.stop) {
+  prompt_ = tokenizer_.Encode(options_.prompt);
+  params_.temperature = options_.sampling.temperature;
+  params_.top_k = options_.sampling.top_k;
+  params_.top_p = options_.sampling.top_p;
+  params_.repetition_penalty = options_.sampling.repetition_penalty;
+  params_.top_logprobs = options_.top_logprobs;
+  forbidden_ = {tokenizer::ByteTokenizer::kBosId, tokenizer::ByteTokenizer::kPadId};
+  // A request that does not stop at EOS must not see it either: an EOS in the middle of the
+  // text would be a token with no bytes that the model was never trained to continue from.
+  if (!options_.stop_at_eos) forbidden_.push_back(tokenizer::ByteTokenizer::kEosId);
+}
+
+bool GenerateTask::Step(StepContext& ctx) {
+  if (stream_->cancelled()) {
+    Finish(FinishReason::kCancelled, absl::OkStatus(), ctx.now);
+    return true;
+  }
+  if (!queue_time_) {  // first step
+    queue_time_ = ctx.now - submit_time_;
+    if (session() == nullptr) one_shot_.memory = ctx.model.NewMemory();
+  }
+  if (absl::Status s = PrimeIfNeeded(ctx.model, state()); !s.ok()) {
+    Finish(FinishReason::kError, s, ctx.now);
+    return true;
+  }
+  if (prompt_fed_ < prompt_.size()) {
+    const int64_t n = NextChunkSize(state(), ctx.model.config().seg_len,
+                                    static_cast<int64_t>(prompt_.size() - prompt_fed_));
+    absl::Span<const int> chunk(prompt_.data() + prompt_fed_, n);
+    absl::StatusOr<torch::Tensor> out = FeedText(ctx.model, state(), chunk, model::Outputs::kLast);
+    if (!out.ok()) {
+      Finish(FinishReason::kError, out.status(), ctx.now);
+      return true;
+    }
+    prompt_fed_ += n;
+    return false;
+  }
+  return DecodeOne(ctx);
+}
+
+bool GenerateTask::DecodeOne(StepContext& ctx) {
+  const sampling::SampleResult sample =
+      sampling::Sample(AsSpan(state().last_logprobs), params_, generated_, forbidden_, rng_);
+  if (sample.id < 0) {
+    Finish(FinishReason::kError,
+           absl::InternalError("the model gave no token a finite log-probability"), ctx.now);
+    return true;
+  }
+  if (sample.id == tokenizer::ByteTokenizer::kEosId) {
+    stream_->PushText(decoder_.Flush());  // EOS is neither pushed as a token nor fed
+    Finish(FinishReason::kEos, absl::OkStatus(), ctx.now);
+    return true;
+  }
+
+  engine::TokenOutput token;
+  token.id = sample.id;
+  token.bytes = tokenizer_.TokenBytes(sample.id);
+  token.logprob = sample.logprob;
+  token.exit_layer = ctx.model.config().n_layers;
+  for (const sampling::Alternative& alt : sample.top) {
+    tokenizer::Utf8StreamDecoder preview = decoder_;  // what `alt` would have completed
+    token.top_logprobs.push_back({alt.id, preview.Feed(tokenizer_.TokenBytes(alt.id)),
+                                  alt.logprob});
+  }
+  std::string delta = decoder_.Feed(token.bytes);
+  const bool stopped = stop_.Feed(token.bytes);
+  generated_.push_back(sample.id);
+  const bool last =
+      stopped || static_cast<int>(generated_.size()) >= options_.max_new_tokens;
+  if (last) delta += decoder_.Flush();
+  token.text = delta;
+  stream_->Push(std::move(token), delta);
+
+  // Feed the token so the next step (or the session's next request) continues after it. A
+  // finished one-shot request has no use for it.
+  if (!last || session() != nullptr) {
+    const int id[] = {sample.id};
+    absl::StatusOr<torch::Tensor> out = FeedText(ctx.model, state(), id, model::Outputs::kLast);
+    if (!out.ok()) {
+      Finish(FinishReason::kError, out.status(), ctx.now);
+      return true;
+    }
+  }
+  if (last) {
+    Finish(stopped ? FinishReason::kStop : FinishReason::kLength, absl::OkStatus(), ctx.now);
+  }
+  return last;
+}
+
+void GenerateTask::Abort(const absl::Status& status, absl::Time now) {
+  const bool shutdown = status.code() == absl::StatusCode::kUnavailable ||
+                        status.code() == absl::StatusCode::kCancelled;
+  Finish(shutdown ? FinishReason::kCancelled : FinishReason::kError, status, now);
+}
+
+void GenerateTask::Finish(FinishReason reason, absl::Status status, absl::Time now) {
+  engine::GenerateFinal final;
+  final.reason = reason;
+  final.status = std::move(status);
+  final.usage.prompt_tokens = static_cast<int>(prompt_.size());
+  final.usage.generated_tokens = static_cast<int>(generated_.size());
+  final.usage.session_tokens = session() != nullptr ? session()->state.tokens_seen : 0;
+  final.queue_time = queue_time_.value_or(now - submit_time_);
+  stream_->Close(std::move(final));
+}
+
+}  // namespace mnemo::scheduler

@@ -1,0 +1,64 @@
+// GenerateTask: one Generate request, from prompt prefill to its final stream Close().
+//
+// Owns the request's stream handle, RNG, UTF-8 decoder and stop matcher; borrows its Session
+// (or owns a fresh SequenceState when one-shot, discarded with the task). Loop thread only.
+//
+// Invariant between steps: every token pushed to the stream has been fed into the sequence's
+// memory (the feed follows the push within the same step), so a cancelled stream leaves the
+// session holding exactly the prompt plus the tokens the client was sent.
+#ifndef MNEMO_ENGINE_SCHEDULER_GENERATE_TASK_H_
+#define MNEMO_ENGINE_SCHEDULER_GENERATE_TASK_H_
+
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "engine/generate_stream.h"
+#include "engine/sampling/sampler.h"
+#include "engine/sampling/stop_matcher.h"
+#include "engine/scheduler/task.h"
+#include "engine/tokenizer/byte_tokenizer.h"
+#include "engine/tokenizer/utf8.h"
+#include "engine/types.h"
+
+namespace mnemo::scheduler {
+
+class GenerateTask : public Task {
+ public:
+  // `options` are validated, with max_new_tokens resolved; `seed` is the request's seed (or
+  // one the scheduler drew). `session` nullptr = one-shot.
+  GenerateTask(uint64_t id, engine::GenerateOptions options,
+               std::shared_ptr<engine::GenerateStream> stream, absl::Time submit_time,
+               uint64_t seed, session::Session* session);
+
+  bool Step(StepContext& ctx) override;
+  void Abort(const absl::Status& status, absl::Time now) override;
+  bool cancelled() const override { return stream_->cancelled(); }
+
+ private:
+  session::SequenceState& state() { return session() ? session()->state : one_shot_; }
+  // Samples, pushes and feeds one token; returns true when the request is finished.
+  bool DecodeOne(StepContext& ctx);
+  void Finish(engine::FinishReason reason, absl::Status status, absl::Time now);
+
+  const engine::GenerateOptions options_;
+  const std::shared_ptr<engine::GenerateStream> stream_;
+  const absl::Time submit_time_;
+  std::optional<absl::Duration> queue_time_;  // set by the first step
+
+  session::SequenceState one_shot_;  // used when session() is nullptr
+  const tokenizer::ByteTokenizer tokenizer_{};
+  std::vector<int> prompt_;  // token ids of options_.prompt
+  size_t prompt_fed_ = 0;
+  std::vector<int> generated_;  // ids pushed to the stream, in order
+
+  sampling::SamplingParams params_;
+  std::vector<int> forbidden_;  // ids never sampled: BOS, PAD, and EOS unless stop_at_eos
+  sampling::Rng rng_;
+  tokenizer::Utf8StreamDecoder decoder_;
+  sampling::StopMatcher stop_;
+};
+
+}  // namespace mnemo::scheduler
+
+#endif  // MNEMO_ENGINE_SCHEDULER_GENERATE_TASK_H_

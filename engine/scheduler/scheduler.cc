@@ -1,0 +1,323 @@
+#include "engine/scheduler/scheduler.h"
+
+#include <exception>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "engine/scheduler/generate_task.h"
+#include "engine/scheduler/score_task.h"
+
+namespace mnemo::scheduler {
+
+Scheduler::Scheduler(SchedulerConfig config, std::unique_ptr<model::Model> model)
+    : config_(std::move(config)),
+      inbox_(config_.max_waiting),
+      model_(std::move(model)),
+      sessions_(config_.sessions,
+                [m = model_.get()](int64_t knn_capacity) {
+                  model::MemoryOptions options;
+                  options.knn_mem_len = static_cast<int>(knn_capacity);
+                  return m->NewMemory(options);
+                },
+                config_.clock),
+      last_sweep_(config_.clock()),
+      seed_rng_(std::random_device()()),
+      thread_([this] { Loop(); }) {}
+
+Scheduler::~Scheduler() { Shutdown(); }
+
+void Scheduler::Shutdown() {
+  inbox_.Close();
+  if (thread_.joinable()) thread_.join();
+}
+
+absl::Status Scheduler::Enqueue(std::unique_ptr<Request> request) {
+  absl::Status status = inbox_.Push(request);
+  if (!status.ok() && request->kind != Request::Kind::kGenerate) {
+    request->Fail(status, config_.clock());  // callbacks get the error inline
+  }
+  return status;
+}
+
+absl::Status Scheduler::SubmitGenerate(engine::GenerateOptions options,
+                                       std::shared_ptr<engine::GenerateStream> stream) {
+  if (stream == nullptr) return absl::InvalidArgumentError("Submit needs a stream");
+  if (absl::Status s = ValidateGenerate(options, config_.limits); !s.ok()) return s;
+  auto request = std::make_unique<Request>();
+  request->kind = Request::Kind::kGenerate;
+  request->submit_time = config_.clock();
+  request->generate = std::move(options);
+  request->stream = std::move(stream);
+  return Enqueue(std::move(request));
+}
+
+void Scheduler::SubmitScore(engine::ScoreOptions options, ScoreDone done) {
+  if (absl::Status s = ValidateScore(options); !s.ok()) {
+    done(s);
+    return;
+  }
+  auto request = std::make_unique<Request>();
+  request->kind = Request::Kind::kScore;
+  request->submit_time = config_.clock();
+  request->score = std::move(options);
+  request->score_done = std::move(done);
+  Enqueue(std::move(request)).IgnoreError();
+}
+
+void Scheduler::CreateSession(engine::CreateSessionOptions options, SessionDone done) {
+  auto request = std::make_unique<Request>();
+  request->kind = Request::Kind::kCreateSession;
+  request->session_id = std::move(options.session_id);
+  request->knn_capacity = options.knn_capacity;
+  request->session_done = std::move(done);
+  Enqueue(std::move(request)).IgnoreError();
+}
+
+void Scheduler::GetSession(std::string session_id, SessionDone done) {
+  auto request = std::make_unique<Request>();
+  request->kind = Request::Kind::kGetSession;
+  request->session_id = std::move(session_id);
+  request->session_done = std::move(done);
+  Enqueue(std::move(request)).IgnoreError();
+}
+
+void Scheduler::ListSessions(ListDone done) {
+  auto request = std::make_unique<Request>();
+  request->kind = Request::Kind::kListSessions;
+  request->list_done = std::move(done);
+  Enqueue(std::move(request)).IgnoreError();
+}
+
+void Scheduler::DeleteSession(std::string session_id, StatusDone done) {
+  auto request = std::make_unique<Request>();
+  request->kind = Request::Kind::kDeleteSession;
+  request->session_id = std::move(session_id);
+  request->status_done = std::move(done);
+  Enqueue(std::move(request)).IgnoreError();
+}
+
+engine::EngineStats Scheduler::Stats() const {
+  engine::EngineStats stats;
+  stats.running = running_count_.load(std::memory_order_relaxed);
+  stats.waiting = inbox_.waiting();
+  stats.sessions = session_count_.load(std::memory_order_relaxed);
+  stats.session_memory_bytes = session_bytes_.load(std::memory_order_relaxed);
+  stats.sessions_evicted_total = evicted_total_.load(std::memory_order_relaxed);
+  return stats;
+}
+
+void Scheduler::Loop() {
+  while (true) {
+    // Sleep only when there is nothing to run; wake for new requests, Close, or the sweep.
+    const absl::Duration wait = running_.empty() && ready_.empty() ? config_.sweep_interval
+                                                                   : absl::ZeroDuration();
+    std::vector<std::unique_ptr<Request>> incoming = inbox_.PopAll(wait);
+    const bool closing = inbox_.closed();
+    absl::Time now = config_.clock();
+    for (auto& request : incoming) {
+      if (closing) {
+        request->Fail(absl::UnavailableError("the engine is shutting down"), now);
+      } else {
+        Admit(std::move(request), now);
+      }
+    }
+    if (closing) break;
+    ReapCancelledWaiting(now);
+    StartReady();
+    RunIteration();
+    now = config_.clock();
+    if (now - last_sweep_ >= config_.sweep_interval) {
+      sessions_.Sweep(now);
+      last_sweep_ = now;
+    }
+    PublishStats();
+  }
+
+  // Shutdown: everything outstanding ends with UNAVAILABLE, including requests pushed after
+  // the last PopAll but before Close (none can arrive after it).
+  const absl::Status unavailable = absl::UnavailableError("the engine is shutting down");
+  const absl::Time now = config_.clock();
+  for (auto& request : inbox_.PopAll(absl::ZeroDuration())) request->Fail(unavailable, now);
+  for (auto& task : running_) task->Abort(unavailable, now);
+  for (auto& task : ready_) task->Abort(unavailable, now);
+  for (auto& [unused, task] : behind_session_) task->Abort(unavailable, now);
+  running_.clear();
+  ready_.clear();
+  behind_session_.clear();
+  inbox_.SetParked(0);
+  PublishStats();
+}
+
+void Scheduler::Admit(std::unique_ptr<Request> request, absl::Time now) {
+  if (!request->is_model_work()) {
+    RunSessionOp(*request);
+    return;
+  }
+  const std::string& session_id = request->kind == Request::Kind::kGenerate
+                                      ? request->generate.session_id
+                                      : request->score.session_id;
+  session::Session* session = nullptr;
+  if (!session_id.empty()) {
+    absl::StatusOr<session::Session*> found = sessions_.Find(session_id);
+    if (!found.ok()) {
+      request->Fail(found.status(), now);
+      return;
+    }
+    session = *found;
+  }
+  const uint64_t id = next_task_id_++;
+  std::unique_ptr<Task> task;
+  if (request->kind == Request::Kind::kGenerate) {
+    const uint64_t seed = request->generate.sampling.seed.value_or(seed_rng_());
+    task = std::make_unique<GenerateTask>(id, std::move(request->generate),
+                                          std::move(request->stream), request->submit_time,
+                                          seed, session);
+  } else {
+    task = std::make_unique<ScoreTask>(id, std::move(request->score),
+                                       std::move(request->score_done), session);
+  }
+  if (session == nullptr) {
+    ready_.push_back(std::move(task));
+  } else if (session->busy) {
+    session->waiting.push_back(id);
+    behind_session_.emplace(id, std::move(task));
+  } else {
+    session->busy = true;
+    sessions_.Touch(*session);
+    ready_.push_back(std::move(task));
+  }
+}
+
+void Scheduler::RunSessionOp(Request& request) {
+  switch (request.kind) {
+    case Request::Kind::kCreateSession: {
+      absl::StatusOr<session::Session*> created =
+          sessions_.Create(request.session_id, request.knn_capacity);
+      if (!created.ok()) {
+        request.session_done(created.status());
+      } else {
+        request.session_done(Info(**created));
+      }
+      break;
+    }
+    case Request::Kind::kGetSession: {
+      absl::StatusOr<session::Session*> found = sessions_.Find(request.session_id);
+      if (!found.ok()) {
+        request.session_done(found.status());
+      } else {
+        request.session_done(Info(**found));
+      }
+      break;
+    }
+    case Request::Kind::kListSessions: {
+      std::vector<engine::SessionInfo> infos;
+      for (const session::Session* s : sessions_.List()) infos.push_back(Info(*s));
+      request.list_done(std::move(infos));
+      break;
+    }
+    case Request::Kind::kDeleteSession:
+      request.status_done(sessions_.Delete(request.session_id));
+      break;
+    default:
+      break;
+  }
+  PublishStats();
+}
+
+void Scheduler::StartReady() {
+  while (!ready_.empty() && static_cast<int>(running_.size()) < config_.max_running) {
+    running_.push_back(std::move(ready_.front()));
+    ready_.pop_front();
+  }
+}
+
+void Scheduler::RunIteration() {
+  for (auto it = running_.begin(); it != running_.end();) {
+    Task& task = **it;
+    StepContext ctx{*model_, config_.clock()};
+    bool done = false;
+    try {
+      done = task.Step(ctx);
+    } catch (const std::exception& e) {  // a LibTorch error outside the model boundary
+      task.Abort(absl::InternalError(absl::StrCat("request failed: ", e.what())), ctx.now);
+      done = true;
+    }
+    if (done) {
+      Release(task);
+      it = running_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+void Scheduler::ReapCancelledWaiting(absl::Time now) {
+  StepContext ctx{*model_, now};
+  for (auto it = ready_.begin(); it != ready_.end();) {
+    if ((*it)->cancelled()) {
+      (*it)->Step(ctx);  // a cancelled generate finishes without model work
+      Release(**it);
+      it = ready_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  for (auto it = behind_session_.begin(); it != behind_session_.end();) {
+    auto current = it++;
+    Task& task = *current->second;
+    if (!task.cancelled()) continue;
+    task.Step(ctx);
+    std::deque<uint64_t>& waiting = task.session()->waiting;
+    for (auto w = waiting.begin(); w != waiting.end(); ++w) {
+      if (*w == task.id()) {
+        waiting.erase(w);
+        break;
+      }
+    }
+    behind_session_.erase(current);
+  }
+}
+
+// Hands the task's session to the next request waiting for it, or marks it idle.
+void Scheduler::Release(Task& task) {
+  session::Session* session = task.session();
+  if (session == nullptr) return;
+  sessions_.Touch(*session);
+  while (!session->waiting.empty()) {
+    const uint64_t next = session->waiting.front();
+    session->waiting.pop_front();
+    auto it = behind_session_.find(next);
+    if (it == behind_session_.end()) continue;
+    ready_.push_back(std::move(it->second));
+    behind_session_.erase(it);
+    return;  // stays busy
+  }
+  session->busy = false;
+  sessions_.UpdateBytes(*session);
+}
+
+void Scheduler::PublishStats() {
+  const int parked = static_cast<int>(ready_.size() + behind_session_.size());
+  inbox_.SetParked(parked);
+  running_count_.store(static_cast<int>(running_.size()), std::memory_order_relaxed);
+  session_count_.store(sessions_.size(), std::memory_order_relaxed);
+  session_bytes_.store(sessions_.total_bytes(), std::memory_order_relaxed);
+  evicted_total_.store(sessions_.evicted_total(), std::memory_order_relaxed);
+}
+
+engine::SessionInfo Scheduler::Info(const session::Session& session) const {
+  engine::SessionInfo info;
+  info.session_id = session.id;
+  info.model = config_.model_name;
+  info.tokens_seen = session.state.tokens_seen;
+  info.memory.xl_tokens = session.state.memory.xl_tokens();
+  info.memory.compressed_slots = session.state.memory.compressed_slots();
+  info.memory.knn_entries = session.state.memory.knn_entries();
+  info.memory.bytes = session.bytes;
+  info.create_time = session.create_time;
+  info.last_use_time = session.last_use_time;
+  info.busy = session.busy;
+  return info;
+}
+
+}  // namespace mnemo::scheduler

@@ -1,0 +1,110 @@
+// Scheduler: the engine's loop thread. Owns the model, the SessionStore and every admitted
+// request; nothing else touches them, so nothing inside locks (DESIGN.md §1).
+//
+// Each loop iteration: pop the inbox (RequestQueue), run session operations at once, admit
+// Generate/Score requests (one-shot, or behind their session: requests on one session run one
+// at a time, in arrival order), then give every running task one unit of work, round-robin,
+// so concurrent streams interleave and a long prompt cannot starve the others. Finished tasks
+// release their session to the next request waiting for it. Expired sessions are swept
+// periodically and gauges (Stats) are published after each iteration.
+//
+// Thread-safety: the public methods may be called from any thread; callbacks and stream
+// Push/Close run on the loop thread. The destructor stops the loop and delivers UNAVAILABLE to
+// everything outstanding (streams end with reason kCancelled).
+#ifndef MNEMO_ENGINE_SCHEDULER_SCHEDULER_H_
+#define MNEMO_ENGINE_SCHEDULER_SCHEDULER_H_
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <list>
+#include <memory>
+#include <random>
+#include <thread>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "engine/model/model.h"
+#include "engine/scheduler/request_queue.h"
+#include "engine/scheduler/task.h"
+#include "engine/scheduler/validation.h"
+#include "engine/session/session_store.h"
+#include "engine/types.h"
+
+namespace mnemo::scheduler {
+
+struct SchedulerConfig {
+  RequestLimits limits;
+  int max_waiting = 1024;  // queued + parked model-work requests
+  int max_running = 64;    // tasks stepped per iteration; more wait their turn
+  session::SessionStoreConfig sessions;
+  absl::Duration sweep_interval = absl::Seconds(1);
+  session::SessionStore::Clock clock = absl::Now;
+  std::string model_name;  // reported in SessionInfo
+};
+
+class Scheduler {
+ public:
+  // Takes the model and starts the loop thread.
+  Scheduler(SchedulerConfig config, std::unique_ptr<model::Model> model);
+  ~Scheduler();
+
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+
+  // Validates and queues; on error nothing is queued and `stream` is untouched. On OK the
+  // scheduler delivers exactly one stream->Close().
+  absl::Status SubmitGenerate(engine::GenerateOptions options,
+                              std::shared_ptr<engine::GenerateStream> stream);
+  // Each runs `done` exactly once: inline when validation or admission fails, else on the
+  // loop thread.
+  void SubmitScore(engine::ScoreOptions options, ScoreDone done);
+  void CreateSession(engine::CreateSessionOptions options, SessionDone done);
+  void GetSession(std::string session_id, SessionDone done);
+  void ListSessions(ListDone done);
+  void DeleteSession(std::string session_id, StatusDone done);
+
+  engine::EngineStats Stats() const;
+
+ private:
+  void Loop();
+  void Admit(std::unique_ptr<Request> request, absl::Time now);
+  void RunSessionOp(Request& request);
+  // Moves parked tasks into the running set while there is room.
+  void StartReady();
+  // One unit of work for every running task; finished ones leave and release their session.
+  void RunIteration();
+  // Finishes waiting tasks whose client cancelled, without waiting for their turn.
+  void ReapCancelledWaiting(absl::Time now);
+  void Release(Task& task);
+  void PublishStats();
+  void Shutdown();
+  engine::SessionInfo Info(const session::Session& session) const;
+  // Queues on the inbox or fails `request` inline.
+  absl::Status Enqueue(std::unique_ptr<Request> request);
+
+  const SchedulerConfig config_;
+  RequestQueue inbox_;
+
+  // Loop-thread state.
+  std::unique_ptr<model::Model> model_;
+  session::SessionStore sessions_;
+  std::list<std::unique_ptr<Task>> running_;
+  std::deque<std::unique_ptr<Task>> ready_;  // admitted, session acquired, awaiting a slot
+  absl::flat_hash_map<uint64_t, std::unique_ptr<Task>> behind_session_;  // by task id
+  uint64_t next_task_id_ = 1;
+  absl::Time last_sweep_;
+
+  std::mt19937_64 seed_rng_;  // seeds for requests that bring none
+
+  std::atomic<int> running_count_{0};
+  std::atomic<int> session_count_{0};
+  std::atomic<int64_t> session_bytes_{0};
+  std::atomic<int64_t> evicted_total_{0};
+
+  std::thread thread_;  // last: starts after everything above is constructed
+};
+
+}  // namespace mnemo::scheduler
+
+#endif  // MNEMO_ENGINE_SCHEDULER_SCHEDULER_H_

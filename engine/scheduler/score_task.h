@@ -1,0 +1,45 @@
+// ScoreTask: one Score request: the log-probability of each token of a text given everything
+// before it (the first token uses the sequence's last_logprobs).
+//
+// Runs on the session's own state when update_memory is set; otherwise on a deep copy taken
+// at its first step (or a fresh state for one-shot requests), so the session is left exactly
+// as it was. Owns its completion callback. Loop thread only.
+#ifndef MNEMO_ENGINE_SCHEDULER_SCORE_TASK_H_
+#define MNEMO_ENGINE_SCHEDULER_SCORE_TASK_H_
+
+#include <functional>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "engine/scheduler/task.h"
+#include "engine/types.h"
+
+namespace mnemo::scheduler {
+
+class ScoreTask : public Task {
+ public:
+  using Done = std::function<void(absl::StatusOr<engine::ScoreResult>)>;
+
+  // `options` are validated; `session` nullptr = one-shot.
+  ScoreTask(uint64_t id, engine::ScoreOptions options, Done done, session::Session* session);
+
+  bool Step(StepContext& ctx) override;
+  void Abort(const absl::Status& status, absl::Time now) override;
+
+ private:
+  bool uses_session_state() const { return session() != nullptr && options_.update_memory; }
+  session::SequenceState& state() { return uses_session_state() ? session()->state : own_; }
+  void Fail(absl::Status status);
+
+  const engine::ScoreOptions options_;
+  Done done_;
+  bool started_ = false;
+  session::SequenceState own_;  // one-shot state, or the copy scored without updating memory
+  std::vector<int> tokens_;
+  size_t fed_ = 0;
+  engine::ScoreResult result_;
+};
+
+}  // namespace mnemo::scheduler
+
+#endif  // MNEMO_ENGINE_SCHEDULER_SCORE_TASK_H_

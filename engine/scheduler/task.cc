@@ -1,0 +1,39 @@
+#include "engine/scheduler/task.h"
+
+#include <algorithm>
+
+#include "engine/model/model_config.h"
+#include "engine/util/status_macros.h"
+
+namespace mnemo::scheduler {
+
+int64_t NextChunkSize(const session::SequenceState& state, int seg_len, int64_t remaining) {
+  const int64_t to_boundary = seg_len - state.memory.next_position() % seg_len;
+  return std::min(remaining, to_boundary);
+}
+
+absl::Status PrimeIfNeeded(model::Model& model, session::SequenceState& state) {
+  if (state.primed()) return absl::OkStatus();
+  const int bos[] = {model::kBosId};
+  // [1, vocab]
+  MNEMO_ASSIGN_OR_RETURN(torch::Tensor out,
+                         model.Forward(bos, state.memory, model::Outputs::kLast));
+  state.last_logprobs = out[0].contiguous();  // [vocab]
+  return absl::OkStatus();
+}
+
+absl::StatusOr<torch::Tensor> FeedText(model::Model& model, session::SequenceState& state,
+                                       absl::Span<const int> tokens, model::Outputs outputs) {
+  // [n, vocab] (kAll) or [1, vocab] (kLast)
+  MNEMO_ASSIGN_OR_RETURN(torch::Tensor out, model.Forward(tokens, state.memory, outputs));
+  out = out.contiguous();
+  state.last_logprobs = out[out.size(0) - 1];  // [vocab]
+  state.tokens_seen += static_cast<int64_t>(tokens.size());
+  return out;
+}
+
+absl::Span<const float> AsSpan(const torch::Tensor& logprobs) {
+  return absl::Span<const float>(logprobs.data_ptr<float>(), logprobs.numel());
+}
+
+}  // namespace mnemo::scheduler

@@ -1,0 +1,75 @@
+// Task: one admitted Generate or Score request, advanced by the scheduler one unit of model
+// work at a time (a prefill segment of at most seg_len tokens, or one decode token).
+//
+// A task owns its output channel (stream or callback) and delivers exactly one final result:
+// from Step() when it returns true, or from Abort(). It borrows the Session it runs on (the
+// SessionStore keeps busy sessions alive) or owns a fresh SequenceState for one-shot requests.
+// Only the scheduler's loop thread touches tasks.
+//
+// The per-task Step() is the seam for continuous batching: a batched step will gather the
+// tokens of several tasks into one Forward and hand each its rows back.
+#ifndef MNEMO_ENGINE_SCHEDULER_TASK_H_
+#define MNEMO_ENGINE_SCHEDULER_TASK_H_
+
+#include <torch/types.h>
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "engine/model/model.h"
+#include "engine/session/session.h"
+
+namespace mnemo::scheduler {
+
+// What a step may use; all borrowed from the scheduler for the duration of the call.
+struct StepContext {
+  model::Model& model;
+  absl::Time now;
+};
+
+class Task {
+ public:
+  virtual ~Task() = default;
+
+  // Does one unit of work. Returns true when the task has finished and delivered its result.
+  virtual bool Step(StepContext& ctx) = 0;
+  // Delivers `status` as the result without more model work (unknown session, shutdown,
+  // an exception escaping Step). Must be called at most once, and never after Step returned
+  // true.
+  virtual void Abort(const absl::Status& status, absl::Time now) = 0;
+  // True when the client gave up (a cancelled stream): the scheduler finishes the task
+  // (through Step) even before it starts running.
+  virtual bool cancelled() const { return false; }
+
+  uint64_t id() const { return id_; }
+  // The session the task runs on, or nullptr for a one-shot request.
+  session::Session* session() const { return session_; }
+
+ protected:
+  Task(uint64_t id, session::Session* session) : id_(id), session_(session) {}
+
+ private:
+  const uint64_t id_;
+  session::Session* const session_;
+};
+
+// How many tokens the next prefill unit should take: up to the end of the current seg_len
+// segment in absolute positions, so units line up with the model's segments.
+int64_t NextChunkSize(const session::SequenceState& state, int seg_len, int64_t remaining);
+
+// Feeds BOS if `state` was never fed, setting last_logprobs. No-op when already primed.
+absl::Status PrimeIfNeeded(model::Model& model, session::SequenceState& state);
+
+// Feeds text tokens, updating last_logprobs and tokens_seen. With Outputs::kAll returns the
+// model's log-probs after each token ([tokens.size(), vocab]); with kLast returns [1, vocab].
+absl::StatusOr<torch::Tensor> FeedText(model::Model& model, session::SequenceState& state,
+                                       absl::Span<const int> tokens, model::Outputs outputs);
+
+// The log-probs of a [vocab] float32 CPU contiguous tensor as a span (no copy).
+absl::Span<const float> AsSpan(const torch::Tensor& logprobs);
+
+}  // namespace mnemo::scheduler
+
+#endif  // MNEMO_ENGINE_SCHEDULER_TASK_H_

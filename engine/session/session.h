@@ -1,0 +1,58 @@
+// Session and SequenceState: what one conversation/document stream remembers between requests.
+//
+// Plain data owned by a SessionStore (sessions) or by a one-shot request (a bare
+// SequenceState). Only the engine's loop thread touches them; no locks.
+#ifndef MNEMO_ENGINE_SESSION_SESSION_H_
+#define MNEMO_ENGINE_SESSION_SESSION_H_
+
+#include <torch/types.h>
+
+#include <cstdint>
+#include <deque>
+#include <string>
+
+#include "absl/time/time.h"
+#include "engine/memory/session_memory.h"
+
+namespace mnemo::session {
+
+// The model-side state of one sequence. Invariant: `last_logprobs` is the model's next-token
+// distribution after every token fed into `memory` so far (BOS first, then text tokens).
+struct SequenceState {
+  memory::SessionMemory memory;
+  // [vocab] float32 on CPU: log-probs of the next token. Undefined until the sequence is
+  // primed by feeding BOS, which happens on first use (not at creation, so creating a session
+  // costs no model work).
+  torch::Tensor last_logprobs;
+  // Text tokens fed so far (prompt, scored text with update_memory, generated tokens that were
+  // sent to the client); BOS is not counted. This is what usage.session_tokens reports.
+  int64_t tokens_seen = 0;
+
+  bool primed() const { return last_logprobs.defined(); }
+  // A deep copy: the clone's memory can be extended without touching this one.
+  SequenceState Clone() const {
+    SequenceState copy;
+    copy.memory = memory.Clone();
+    copy.last_logprobs = last_logprobs;  // never modified in place, only replaced
+    copy.tokens_seen = tokens_seen;
+    return copy;
+  }
+};
+
+struct Session {
+  std::string id;
+  SequenceState state;
+  absl::Time create_time;
+  absl::Time last_use_time;
+  uint64_t last_use_seq = 0;  // orders uses that share a timestamp (LRU tie-break)
+  // True while a request runs on this session; busy sessions are never evicted or deleted.
+  bool busy = false;
+  // Requests (scheduler ids) queued behind the running one, served first in, first out.
+  // Non-empty only while busy.
+  std::deque<uint64_t> waiting;
+  int64_t bytes = 0;  // memory bytes as last accounted by the SessionStore
+};
+
+}  // namespace mnemo::session
+
+#endif  // MNEMO_ENGINE_SESSION_SESSION_H_

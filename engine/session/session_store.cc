@@ -1,0 +1,193 @@
+#include "engine/session/session_store.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace mnemo::session {
+
+SessionStore::SessionStore(SessionStoreConfig config, MemoryFactory new_memory, Clock clock,
+                           uint64_t id_seed)
+    : config_(std::move(config)),
+      new_memory_(std::move(new_memory)),
+      clock_(std::move(clock)),
+      id_rng_(id_seed) {}
+
+absl::Status SessionStore::ValidateId(absl::string_view id) {
+  if (id.empty() || id.size() > 128) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "session_id must be 1 to 128 characters long, got ", id.size()));
+  }
+  for (char c : id) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                    c == '.' || c == '_' || c == '-';
+    if (!ok) {
+      return absl::InvalidArgumentError(
+          "session_id may contain only letters, digits, '.', '_' and '-'");
+    }
+  }
+  return absl::OkStatus();
+}
+
+std::string SessionStore::NewId() {
+  while (true) {
+    std::string id = absl::StrFormat("%016x%016x", id_rng_(), id_rng_());
+    if (!sessions_.contains(id)) return id;
+  }
+}
+
+absl::StatusOr<Session*> SessionStore::Create(absl::string_view requested_id,
+                                              int64_t knn_capacity) {
+  if (knn_capacity < 0 || knn_capacity > (int64_t{1} << 30)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("knn_capacity must be in [0, 2^30], got ", knn_capacity));
+  }
+  std::string id;
+  if (requested_id.empty()) {
+    id = NewId();
+  } else {
+    if (absl::Status s = ValidateId(requested_id); !s.ok()) return s;
+    id = std::string(requested_id);
+    if (sessions_.contains(id)) {
+      return absl::AlreadyExistsError(absl::StrCat("session '", id, "' already exists"));
+    }
+  }
+
+  auto session = std::make_unique<Session>();
+  session->id = id;
+  session->state.memory = new_memory_(knn_capacity);
+  session->bytes = session->state.memory.bytes();
+
+  // Check that the limits can be met by evicting idle sessions before evicting any.
+  int64_t idle_count = 0;
+  int64_t idle_bytes = 0;
+  for (const auto& [unused, s] : sessions_) {
+    if (!s->busy) {
+      ++idle_count;
+      idle_bytes += s->bytes;
+    }
+  }
+  const int64_t count = static_cast<int64_t>(sessions_.size());
+  if (count + 1 > config_.max_sessions && count + 1 - idle_count > config_.max_sessions) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "max_sessions (", config_.max_sessions,
+        ") reached and every session is busy; retry later or raise --max_sessions"));
+  }
+  if (total_bytes_ - idle_bytes + session->bytes > config_.max_memory_bytes) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "max_memory_bytes (", config_.max_memory_bytes, ") cannot fit a new session of ",
+        session->bytes, " bytes beside the busy ones; retry later or raise the limit"));
+  }
+  while (static_cast<int64_t>(sessions_.size()) + 1 > config_.max_sessions) {
+    Evict(LeastRecentlyUsedIdle(nullptr),
+          absl::StrCat("evicted as least recently used (max_sessions ", config_.max_sessions,
+                       ")"));
+  }
+  while (total_bytes_ + session->bytes > config_.max_memory_bytes) {
+    Evict(LeastRecentlyUsedIdle(nullptr),
+          absl::StrCat("evicted as least recently used (max_memory_bytes ",
+                       config_.max_memory_bytes, ")"));
+  }
+
+  const absl::Time now = clock_();
+  session->create_time = now;
+  session->last_use_time = now;
+  session->last_use_seq = ++use_seq_;
+  total_bytes_ += session->bytes;
+  evicted_reason_.erase(id);  // the id is live again
+  Session* raw = session.get();
+  sessions_.emplace(id, std::move(session));
+  return raw;
+}
+
+absl::StatusOr<Session*> SessionStore::Find(absl::string_view id) {
+  auto it = sessions_.find(id);
+  if (it != sessions_.end()) return it->second.get();
+  auto why = evicted_reason_.find(id);
+  if (why != evicted_reason_.end()) {
+    return absl::NotFoundError(absl::StrCat("session '", id, "' not found: it was ", why->second));
+  }
+  return absl::NotFoundError(absl::StrCat("session '", id, "' not found"));
+}
+
+absl::Status SessionStore::Delete(absl::string_view id) {
+  auto it = sessions_.find(id);
+  if (it == sessions_.end()) return Find(id).status();
+  if (it->second->busy) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("session '", id, "' is busy with a request; delete it when it finishes"));
+  }
+  total_bytes_ -= it->second->bytes;
+  sessions_.erase(it);
+  return absl::OkStatus();
+}
+
+void SessionStore::Touch(Session& session) {
+  session.last_use_time = clock_();
+  session.last_use_seq = ++use_seq_;
+}
+
+void SessionStore::UpdateBytes(Session& session) {
+  const int64_t bytes = session.state.memory.bytes();
+  total_bytes_ += bytes - session.bytes;
+  session.bytes = bytes;
+  while (total_bytes_ > config_.max_memory_bytes) {
+    Session* victim = LeastRecentlyUsedIdle(&session);
+    if (victim == nullptr) break;  // only busy sessions left: tolerate until they finish
+    Evict(victim, absl::StrCat("evicted as least recently used (max_memory_bytes ",
+                               config_.max_memory_bytes, ")"));
+  }
+}
+
+int SessionStore::Sweep(absl::Time now) {
+  if (config_.ttl == absl::InfiniteDuration()) return 0;
+  std::vector<Session*> expired;
+  for (const auto& [unused, s] : sessions_) {
+    if (!s->busy && now - s->last_use_time > config_.ttl) expired.push_back(s.get());
+  }
+  for (Session* s : expired) {
+    Evict(s, absl::StrCat("expired after being idle for more than ",
+                          absl::FormatDuration(config_.ttl), " (session_ttl)"));
+  }
+  return static_cast<int>(expired.size());
+}
+
+std::vector<const Session*> SessionStore::List() const {
+  std::vector<const Session*> out;
+  out.reserve(sessions_.size());
+  for (const auto& [unused, s] : sessions_) out.push_back(s.get());
+  std::sort(out.begin(), out.end(),
+            [](const Session* a, const Session* b) { return a->id < b->id; });
+  return out;
+}
+
+Session* SessionStore::LeastRecentlyUsedIdle(const Session* keep) const {
+  Session* best = nullptr;
+  for (const auto& [unused, s] : sessions_) {
+    if (s->busy || s.get() == keep) continue;
+    if (best == nullptr || s->last_use_seq < best->last_use_seq) best = s.get();
+  }
+  return best;
+}
+
+void SessionStore::Evict(Session* session, std::string reason) {
+  const std::string id = session->id;  // erase destroys the session and its id
+  Remember(id, std::move(reason));
+  total_bytes_ -= session->bytes;
+  ++evicted_total_;
+  sessions_.erase(id);
+}
+
+void SessionStore::Remember(const std::string& id, std::string reason) {
+  if (config_.remembered_evictions <= 0) return;
+  if (!evicted_reason_.contains(id)) evicted_order_.push_back(id);
+  evicted_reason_[id] = std::move(reason);
+  while (static_cast<int>(evicted_order_.size()) > config_.remembered_evictions) {
+    evicted_reason_.erase(evicted_order_.front());
+    evicted_order_.pop_front();
+  }
+}
+
+}  // namespace mnemo::session

@@ -1,0 +1,107 @@
+// SessionStore: every live session of an engine, with the limits that bound them.
+//
+// Owns its Sessions (pointers stay valid until the session is deleted or evicted). Limits:
+//  - max_sessions: creating one more evicts the least recently used idle session;
+//  - max_memory_bytes: the sum of sessions' memory bytes; creating or growing a session
+//    evicts least recently used idle sessions until the total fits;
+//  - ttl: Sweep() deletes sessions idle for longer.
+// Busy sessions (a request running) are never evicted; when only busy sessions could make
+// room, Create fails with RESOURCE_EXHAUSTED naming the limit. Lookups of a recently evicted
+// id fail with NOT_FOUND saying why it went (a bounded set of ids is remembered).
+//
+// Thread-safety: none; the engine's loop thread owns the store. Time comes from an injectable
+// clock so tests control it.
+#ifndef MNEMO_ENGINE_SESSION_SESSION_STORE_H_
+#define MNEMO_ENGINE_SESSION_SESSION_STORE_H_
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <random>
+#include <string>
+#include "absl/strings/string_view.h"
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "engine/memory/session_memory.h"
+#include "engine/session/session.h"
+
+namespace mnemo::session {
+
+struct SessionStoreConfig {
+  int max_sessions = 1024;
+  absl::Duration ttl = absl::Hours(1);  // absl::InfiniteDuration() = never expire
+  int64_t max_memory_bytes = int64_t{8} << 30;
+  int remembered_evictions = 4096;  // evicted ids kept for the NOT_FOUND message
+};
+
+class SessionStore {
+ public:
+  // Makes the empty memory of a new session; `knn_capacity` 0 = the model's default.
+  using MemoryFactory = std::function<memory::SessionMemory(int64_t knn_capacity)>;
+  using Clock = std::function<absl::Time()>;
+
+  // `new_memory` makes the empty memory of each new session (Model::NewMemory).
+  SessionStore(SessionStoreConfig config, MemoryFactory new_memory, Clock clock = absl::Now,
+               uint64_t id_seed = std::random_device()());
+
+  SessionStore(const SessionStore&) = delete;
+  SessionStore& operator=(const SessionStore&) = delete;
+
+  // Client ids must match [A-Za-z0-9._-]{1,128}; INVALID_ARGUMENT names `session_id`.
+  static absl::Status ValidateId(absl::string_view id);
+
+  // Creates a session; `id` empty = a generated random hex id. ALREADY_EXISTS for a live id,
+  // RESOURCE_EXHAUSTED when no idle session can be evicted to respect the limits.
+  // `knn_capacity` sizes the session's kNN memory (0 = the model's default).
+  absl::StatusOr<Session*> Create(absl::string_view id, int64_t knn_capacity = 0);
+  // NOT_FOUND (saying "evicted"/"expired" when known). Does not count as a use.
+  absl::StatusOr<Session*> Find(absl::string_view id);
+  // NOT_FOUND as Find; FAILED_PRECONDITION while a request runs on the session.
+  absl::Status Delete(absl::string_view id);
+
+  // Records a use now (LRU order, TTL).
+  void Touch(Session& session);
+  // Re-reads the session's memory bytes and evicts other idle sessions (LRU first) while the
+  // total exceeds max_memory_bytes. Call after the session's memory may have grown.
+  void UpdateBytes(Session& session);
+  // Deletes idle sessions unused for longer than ttl; returns how many.
+  int Sweep(absl::Time now);
+
+  // Every session, sorted by id.
+  std::vector<const Session*> List() const;
+
+  absl::Time Now() const { return clock_(); }
+  int size() const { return static_cast<int>(sessions_.size()); }
+  int64_t total_bytes() const { return total_bytes_; }
+  int64_t evicted_total() const { return evicted_total_; }
+  const SessionStoreConfig& config() const { return config_; }
+
+ private:
+  std::string NewId();
+  // The least recently used idle session other than `keep`, or nullptr.
+  Session* LeastRecentlyUsedIdle(const Session* keep) const;
+  // Removes `session` and remembers why.
+  void Evict(Session* session, std::string reason);
+  void Remember(const std::string& id, std::string reason);
+
+  const SessionStoreConfig config_;
+  const MemoryFactory new_memory_;
+  const Clock clock_;
+  std::mt19937_64 id_rng_;
+  absl::flat_hash_map<std::string, std::unique_ptr<Session>> sessions_;
+  int64_t total_bytes_ = 0;
+  int64_t evicted_total_ = 0;
+  uint64_t use_seq_ = 0;
+  // Recently evicted ids -> why, bounded by remembered_evictions (oldest forgotten first).
+  absl::flat_hash_map<std::string, std::string> evicted_reason_;
+  std::deque<std::string> evicted_order_;
+};
+
+}  // namespace mnemo::session
+
+#endif  // MNEMO_ENGINE_SESSION_SESSION_STORE_H_
