@@ -15,7 +15,7 @@ PACKAGES=(
   # Python client and end-to-end tests (system python3)
   python3 python3-grpcio python3-numpy python3-protobuf
   # Tools used by tests and docs
-  prometheus curl
+  prometheus curl gnuplot-nox
 )
 
 missing=()
