@@ -1,0 +1,120 @@
+// mnemo-server: flags and wiring only. Serves one model over gRPC (see server/mnemo_server.h)
+// and exposes Prometheus metrics; SIGTERM/SIGINT drain it and exit 0.
+#include <pthread.h>
+#include <signal.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
+#include "engine/engine.h"
+#include "engine/util/cpu_backend.h"
+#include "server/mnemo_server.h"
+
+ABSL_FLAG(std::string, model, "", "Model directory (config.json + model.safetensors).");
+ABSL_FLAG(std::string, listen, "127.0.0.1:50051", "gRPC address HOST:PORT.");
+ABSL_FLAG(std::string, metrics_listen, "127.0.0.1:9090",
+          "Prometheus /metrics address HOST:PORT; empty = off.");
+ABSL_FLAG(int, threads, 0, "LibTorch intra-op threads; 0 = number of cores.");
+ABSL_FLAG(std::string, device, "cpu", "Device: cpu, cuda, cuda:N.");
+ABSL_FLAG(int, max_sessions, 1024, "Live sessions; beyond it the least recently used goes.");
+ABSL_FLAG(absl::Duration, session_ttl, absl::Hours(1), "Idle sessions older than this go.");
+ABSL_FLAG(int64_t, max_memory_bytes, int64_t{8} << 30,
+          "Bytes of all sessions' memory; least recently used sessions go beyond it.");
+ABSL_FLAG(int, max_new_tokens, 4096, "Cap on a request's max_new_tokens (INVALID_ARGUMENT above).");
+ABSL_FLAG(int, default_max_new_tokens, 256, "max_new_tokens for requests that leave it 0.");
+ABSL_FLAG(int, max_waiting, 1024, "Queued requests; beyond it RESOURCE_EXHAUSTED.");
+ABSL_FLAG(int, max_request_bytes, 64 << 20, "Largest gRPC request accepted, in bytes.");
+ABSL_FLAG(absl::Duration, grace_period, absl::Seconds(10),
+          "On SIGTERM/SIGINT, how long in-flight calls may continue before they are cancelled.");
+
+namespace {
+
+// Blocks SIGTERM and SIGINT in the calling thread and every thread it starts later (call
+// before any thread exists), so only the sigwait thread ever sees them.
+sigset_t BlockShutdownSignals() {
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  return signals;
+}
+
+mnemo::engine::EngineConfig EngineConfigFromFlags() {
+  mnemo::engine::EngineConfig config;
+  config.model_dir = absl::GetFlag(FLAGS_model);
+  config.device = absl::GetFlag(FLAGS_device);
+  config.threads = absl::GetFlag(FLAGS_threads);
+  config.max_sessions = absl::GetFlag(FLAGS_max_sessions);
+  config.session_ttl = absl::GetFlag(FLAGS_session_ttl);
+  config.max_memory_bytes = absl::GetFlag(FLAGS_max_memory_bytes);
+  config.max_new_tokens_cap = absl::GetFlag(FLAGS_max_new_tokens);
+  config.default_max_new_tokens = absl::GetFlag(FLAGS_default_max_new_tokens);
+  config.max_waiting = absl::GetFlag(FLAGS_max_waiting);
+  return config;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  mnemo::util::ConfigureCpuRuntime(argv);  // may restart the process once; see cpu_backend.h
+  absl::SetProgramUsageMessage(
+      "mnemo-server --model DIR [--listen HOST:PORT] [--metrics_listen HOST:PORT] ...");
+  absl::ParseCommandLine(argc, argv);
+  if (absl::GetFlag(FLAGS_model).empty()) {
+    std::fprintf(stderr, "mnemo-server: --model DIR is required\n");
+    return 2;
+  }
+  const sigset_t signals = BlockShutdownSignals();
+
+  mnemo::server::ServerOptions options;
+  options.listen = absl::GetFlag(FLAGS_listen);
+  options.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
+  options.max_request_bytes = absl::GetFlag(FLAGS_max_request_bytes);
+  absl::StatusOr<std::unique_ptr<mnemo::server::MnemoServer>> server =
+      mnemo::server::MnemoServer::Start(options);
+  if (!server.ok()) {
+    std::fprintf(stderr, "mnemo-server: %s\n", server.status().ToString().c_str());
+    return 1;
+  }
+
+  // The signal thread only records the signal; main does the draining.
+  absl::Notification stop;
+  std::thread signal_thread([&signals, &stop] {
+    int signal_number = 0;
+    sigwait(&signals, &signal_number);
+    std::fprintf(stderr, "mnemo-server: received %s, draining\n",
+                 signal_number == SIGTERM ? "SIGTERM" : "SIGINT");
+    stop.Notify();
+  });
+
+  const mnemo::engine::EngineConfig config = EngineConfigFromFlags();
+  if (absl::Status loaded = (*server)->LoadEngine(config); !loaded.ok()) {
+    std::fprintf(stderr, "mnemo-server: cannot load model: %s\n", loaded.ToString().c_str());
+    std::_Exit(1);  // the signal thread is still parked in sigwait
+  }
+  const mnemo::engine::ModelInfo& model = (*server)->engine()->model_info();
+  std::fprintf(stderr,
+               "mnemo-server: serving model %s (%d layers, d_model %d, %s) on %s (port %d), "
+               "metrics on %s\n",
+               model.name.c_str(), model.layers, model.d_model, model.device.c_str(),
+               options.listen.c_str(), (*server)->port(),
+               options.metrics_listen.empty()
+                   ? "(off)"
+                   : ("port " + std::to_string((*server)->metrics_port())).c_str());
+
+  stop.WaitForNotification();
+  (*server)->Drain(absl::GetFlag(FLAGS_grace_period));
+  server->reset();
+  signal_thread.join();
+  std::fprintf(stderr, "mnemo-server: stopped\n");
+  return 0;
+}

@@ -1,0 +1,97 @@
+// Metrics: the server's Prometheus metrics (DESIGN.md §7) and, optionally, the HTTP endpoint
+// that serves them at /metrics.
+//
+// Owns a prometheus::Registry (prometheus-cpp core) and, when a listen address is given, a
+// MetricsHttpServer (see metrics_http.h for why not prometheus::Exposer). Gauges mirror
+// Engine::Stats() and are refreshed on every scrape from a stats source installed once the
+// engine is loaded. No per-session labels.
+//
+// Thread-safety: every method may be called from any thread (gRPC threads, the engine loop
+// thread, the HTTP thread); prometheus-cpp metrics are internally synchronised and the stats
+// source is guarded by a mutex. Observations never block on I/O.
+#ifndef MNEMO_SERVER_METRICS_H_
+#define MNEMO_SERVER_METRICS_H_
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "engine/types.h"
+#include "server/metrics_http.h"
+
+namespace prometheus {
+class Counter;
+class Gauge;
+class Histogram;
+class Registry;
+template <typename T>
+class Family;
+}  // namespace prometheus
+
+namespace mnemo::server {
+
+class Metrics {
+ public:
+  // `listen` is HOST:PORT for the /metrics endpoint (port 0 = any free port); "" = no endpoint
+  // (metrics are still recorded and available through TextFormat()).
+  static absl::StatusOr<std::unique_ptr<Metrics>> Create(const std::string& listen);
+  ~Metrics();
+
+  Metrics(const Metrics&) = delete;
+  Metrics& operator=(const Metrics&) = delete;
+
+  // Called on each scrape to refresh the gauges. The callable must stay valid until it is
+  // replaced or cleared (pass nullptr before destroying what it reads).
+  void SetStatsSource(std::function<engine::EngineStats()> source);
+
+  // The bound port of the /metrics endpoint, 0 when there is none.
+  int port() const { return http_ != nullptr ? http_->port() : 0; }
+  // Everything in Prometheus text format, gauges refreshed (tests, debugging).
+  std::string TextFormat() const;
+
+  // One finished RPC. `code` is the gRPC status code name, e.g. "OK", "NOT_FOUND".
+  void CountRequest(absl::string_view rpc, absl::string_view code);
+  // Generate stream observations.
+  void ObserveTimeToFirstToken(absl::Duration latency);
+  // `count` tokens arrived together `gap` after the previous ones (or the first token).
+  void ObserveTokens(int count, absl::Duration gap);
+  void ObserveExitLayer(int layer);
+  void ObserveGenerateFinal(const engine::GenerateFinal& final, absl::Duration e2e);
+
+ private:
+  Metrics();
+  void Refresh() const;
+
+  std::shared_ptr<prometheus::Registry> registry_;
+
+  // Owned by registry_.
+  prometheus::Histogram* time_to_first_token_ = nullptr;
+  prometheus::Histogram* inter_token_latency_ = nullptr;
+  prometheus::Histogram* request_duration_ = nullptr;
+  prometheus::Histogram* queue_time_ = nullptr;
+  prometheus::Histogram* exit_layer_ = nullptr;
+  prometheus::Counter* prompt_tokens_ = nullptr;
+  prometheus::Counter* generated_tokens_ = nullptr;
+  prometheus::Family<prometheus::Counter>* requests_ = nullptr;
+  prometheus::Family<prometheus::Counter>* generations_ = nullptr;
+  prometheus::Counter* sessions_evicted_ = nullptr;
+  prometheus::Gauge* running_ = nullptr;
+  prometheus::Gauge* waiting_ = nullptr;
+  prometheus::Gauge* sessions_ = nullptr;
+  prometheus::Gauge* session_memory_bytes_ = nullptr;
+
+  mutable absl::Mutex mu_;
+  std::function<engine::EngineStats()> stats_source_ ABSL_GUARDED_BY(mu_);
+
+  // Last: destroyed first, so no scrape runs while the rest goes. Null without an endpoint.
+  std::unique_ptr<MetricsHttpServer> http_;
+};
+
+}  // namespace mnemo::server
+
+#endif  // MNEMO_SERVER_METRICS_H_

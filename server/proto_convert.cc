@@ -1,0 +1,236 @@
+#include "server/proto_convert.h"
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+
+namespace mnemo::server {
+namespace {
+
+absl::Status InvalidArgument(absl::string_view field, absl::string_view why) {
+  return absl::InvalidArgumentError(absl::StrCat(field, " ", why));
+}
+
+absl::Status ValidateKnnLm(const v1::KnnLm& knn) {
+  if (knn.has_lambda() && !(knn.lambda() >= 0.0f && knn.lambda() <= 1.0f)) {
+    return InvalidArgument("knn_lm.lambda", "must be in [0, 1]");
+  }
+  if (knn.k() < 0) return InvalidArgument("knn_lm.k", "must be >= 0");
+  if (knn.has_temperature() && !(knn.temperature() > 0.0f)) {
+    return InvalidArgument("knn_lm.temperature", "must be > 0");
+  }
+  if (!knn.datastore().empty()) {
+    return absl::NotFoundError(absl::StrCat("knn_lm.datastore \"", knn.datastore(),
+                                            "\" not found: this server has no datastores"));
+  }
+  return absl::OkStatus();
+}
+
+// Selects the page of `items` (sorted by `key`) that `request` asks for.
+template <typename T, typename KeyFn>
+absl::StatusOr<std::pair<std::vector<const T*>, std::string>> SelectPage(
+    const std::vector<T>& items, int32_t page_size, const std::string& page_token, KeyFn key) {
+  absl::StatusOr<PageRequest> page = ParsePageRequest(page_size, page_token);
+  if (!page.ok()) return page.status();
+  auto it = items.begin();
+  if (!page->after.empty()) {
+    it = std::upper_bound(
+        items.begin(), items.end(), page->after,
+        [&](const std::string& after, const T& item) { return after < key(item); });
+  }
+  std::vector<const T*> selected;
+  for (; it != items.end() && static_cast<int>(selected.size()) < page->size; ++it) {
+    selected.push_back(&*it);
+  }
+  std::string next;
+  if (it != items.end() && !selected.empty()) next = EncodePageToken(key(*selected.back()));
+  return std::make_pair(std::move(selected), std::move(next));
+}
+
+}  // namespace
+
+absl::StatusOr<engine::GenerateOptions> ToGenerateOptions(const v1::GenerateRequest& request,
+                                                          int max_top_logprobs) {
+  if (request.logprobs() < 0 || request.logprobs() > max_top_logprobs) {
+    return InvalidArgument("logprobs", absl::StrCat("must be in [0, ", max_top_logprobs, "]"));
+  }
+  if (request.early_exit().has_threshold()) {
+    const float threshold = request.early_exit().threshold();
+    if (!(threshold > 0.0f && threshold <= 1.0f)) {
+      return InvalidArgument("early_exit.threshold", "must be in (0, 1]");
+    }
+  }
+  if (absl::Status knn = ValidateKnnLm(request.knn_lm()); !knn.ok()) return knn;
+
+  engine::GenerateOptions options;
+  options.session_id = request.session_id();
+  options.prompt = request.prompt();
+  options.max_new_tokens = request.max_new_tokens();
+  const v1::SamplingParams& sampling = request.sampling();
+  options.sampling.temperature = sampling.has_temperature() ? sampling.temperature() : 1.0f;
+  options.sampling.top_k = sampling.top_k();
+  options.sampling.top_p = sampling.has_top_p() ? sampling.top_p() : 1.0f;
+  options.sampling.repetition_penalty =
+      sampling.has_repetition_penalty() ? sampling.repetition_penalty() : 1.0f;
+  if (sampling.has_seed()) options.sampling.seed = sampling.seed();
+  options.stop.assign(request.stop().begin(), request.stop().end());
+  options.top_logprobs = request.logprobs();
+  options.stop_at_eos = request.has_stop_at_eos() ? request.stop_at_eos() : true;
+  return options;
+}
+
+absl::StatusOr<engine::ScoreOptions> ToScoreOptions(const v1::ScoreRequest& request) {
+  if (absl::Status knn = ValidateKnnLm(request.knn_lm()); !knn.ok()) return knn;
+  engine::ScoreOptions options;
+  options.session_id = request.session_id();
+  options.text = request.text();
+  options.update_memory = request.update_memory();
+  options.token_logprobs = request.token_logprobs();
+  return options;
+}
+
+engine::CreateSessionOptions ToCreateSessionOptions(const v1::CreateSessionRequest& request) {
+  engine::CreateSessionOptions options;
+  options.session_id = request.session_id();
+  options.knn_capacity = request.knn_capacity();
+  return options;
+}
+
+v1::FinishReason ToProto(engine::FinishReason reason) {
+  switch (reason) {
+    case engine::FinishReason::kLength:
+      return v1::FINISH_REASON_LENGTH;
+    case engine::FinishReason::kStop:
+      return v1::FINISH_REASON_STOP;
+    case engine::FinishReason::kEos:
+      return v1::FINISH_REASON_EOS;
+    case engine::FinishReason::kCancelled:
+      return v1::FINISH_REASON_CANCELLED;
+    case engine::FinishReason::kError:
+      return v1::FINISH_REASON_ERROR;
+  }
+  return v1::FINISH_REASON_UNSPECIFIED;
+}
+
+void ToProto(const engine::TokenOutput& token, v1::Token* out) {
+  out->set_id(token.id);
+  out->set_text(token.text);
+  out->set_bytes(token.bytes);
+  out->set_logprob(token.logprob);
+  out->set_exit_layer(token.exit_layer);
+  for (const engine::TokenAlternative& alt : token.top_logprobs) {
+    v1::TokenAlternative* proto = out->add_top_logprobs();
+    proto->set_id(alt.id);
+    proto->set_text(alt.text);
+    proto->set_logprob(alt.logprob);
+  }
+}
+
+void ToProto(const engine::Usage& usage, v1::Usage* out) {
+  out->set_prompt_tokens(usage.prompt_tokens);
+  out->set_generated_tokens(usage.generated_tokens);
+  out->set_session_tokens(usage.session_tokens);
+}
+
+void ToProto(const engine::ScoreResult& result, v1::ScoreResponse* out) {
+  out->set_token_count(result.token_count);
+  out->set_byte_count(result.byte_count);
+  out->set_total_logprob(result.total_logprob);
+  out->set_bits_per_byte(result.bits_per_byte);
+  out->mutable_logprobs()->Add(result.logprobs.begin(), result.logprobs.end());
+}
+
+void ToProto(const engine::TokenizeResult& result, v1::TokenizeResponse* out) {
+  out->mutable_ids()->Add(result.ids.begin(), result.ids.end());
+  for (const std::string& piece : result.pieces) out->add_pieces(piece);
+}
+
+void ToProto(const engine::SessionInfo& session, v1::Session* out) {
+  out->set_session_id(session.session_id);
+  out->set_model(session.model);
+  out->set_tokens_seen(session.tokens_seen);
+  v1::SessionMemory* memory = out->mutable_memory();
+  memory->set_xl_tokens(session.memory.xl_tokens);
+  memory->set_compressed_slots(session.memory.compressed_slots);
+  memory->set_knn_entries(session.memory.knn_entries);
+  memory->set_bytes(session.memory.bytes);
+  out->set_create_time(absl::ToUnixSeconds(session.create_time));
+  out->set_last_use_time(absl::ToUnixSeconds(session.last_use_time));
+  out->set_busy(session.busy);
+}
+
+void ToProto(const engine::ModelInfo& model, v1::Model* out) {
+  out->set_name(model.name);
+  out->set_path(model.path);
+  out->set_layers(model.layers);
+  out->set_d_model(model.d_model);
+  out->set_heads(model.heads);
+  out->set_vocab_size(model.vocab_size);
+  out->set_parameters(model.parameters);
+  v1::ModelMemoryConfig* memory = out->mutable_memory();
+  memory->set_seg_len(model.seg_len);
+  memory->set_mem_len(model.mem_len);
+  memory->set_cmem_len(model.cmem_len);
+  memory->set_cmem_rate(model.cmem_rate);
+  memory->set_compression(model.compression);
+  memory->set_clamp_len(model.clamp_len);
+  out->set_tokenizer(model.tokenizer);
+  out->set_dtype(model.dtype);
+  out->set_device(model.device);
+}
+
+void AppendTokens(const std::vector<engine::TokenOutput>& tokens, const std::string& text,
+                  v1::GenerateResponse* out) {
+  out->mutable_text()->append(text);
+  for (const engine::TokenOutput& token : tokens) ToProto(token, out->add_tokens());
+}
+
+absl::StatusOr<PageRequest> ParsePageRequest(int32_t page_size, const std::string& page_token) {
+  if (page_size < 0) return InvalidArgument("page_size", "must be >= 0");
+  if (page_size > kMaxPageSize) {
+    return InvalidArgument("page_size", absl::StrCat("must be at most ", kMaxPageSize));
+  }
+  PageRequest page;
+  page.size = page_size == 0 ? kDefaultPageSize : page_size;
+  if (!page_token.empty()) {
+    std::string decoded;
+    if (!absl::WebSafeBase64Unescape(page_token, &decoded) || decoded.size() < 2 ||
+        decoded.compare(0, 2, "k:") != 0) {
+      return InvalidArgument("page_token", "not a token from a previous response");
+    }
+    page.after = decoded.substr(2);
+  }
+  return page;
+}
+
+std::string EncodePageToken(const std::string& last_key) {
+  return absl::WebSafeBase64Escape(absl::StrCat("k:", last_key));
+}
+
+absl::Status FillSessionsPage(const std::vector<engine::SessionInfo>& sessions,
+                              const v1::ListSessionsRequest& request,
+                              v1::ListSessionsResponse* out) {
+  auto page =
+      SelectPage(sessions, request.page_size(), request.page_token(),
+                 [](const engine::SessionInfo& s) -> const std::string& { return s.session_id; });
+  if (!page.ok()) return page.status();
+  for (const engine::SessionInfo* session : page->first) ToProto(*session, out->add_sessions());
+  out->set_next_page_token(page->second);
+  return absl::OkStatus();
+}
+
+absl::Status FillModelsPage(const std::vector<engine::ModelInfo>& models,
+                            const v1::ListModelsRequest& request, v1::ListModelsResponse* out) {
+  auto page = SelectPage(models, request.page_size(), request.page_token(),
+                         [](const engine::ModelInfo& m) -> const std::string& { return m.name; });
+  if (!page.ok()) return page.status();
+  for (const engine::ModelInfo* model : page->first) ToProto(*model, out->add_models());
+  out->set_next_page_token(page->second);
+  return absl::OkStatus();
+}
+
+}  // namespace mnemo::server
