@@ -1,0 +1,335 @@
+// mnemo — command-line client for a mnemo server. Flags and printing only; the RPCs live in
+// mnemo_client.{h,cc}.
+//
+//   mnemo [--address HOST:PORT] [--timeout 60s] COMMAND ...
+//     generate [--session ID] [--max_new_tokens N] [--temperature T] [--top_k K] [--top_p P]
+//              [--seed S] [--repetition_penalty R] [--stop S]... [--logprobs N] PROMPT|@FILE|-
+//     score [--session ID] [--update_memory] TEXT|@FILE|-
+//     tokenize TEXT|@FILE|-
+//     session create [--id ID] | get ID | list | delete ID
+//     models
+//     health [--service NAME]
+//
+// Exit status: 0 on success, 1 when the server answers with an error (printed as
+// "error: CODE: message"), 2 on a usage error; `health` exits 1 unless the service is SERVING.
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/time.h"
+#include "clients/cpp/mnemo_client.h"
+
+ABSL_FLAG(std::string, address, "127.0.0.1:50051", "Server address (any gRPC target).");
+ABSL_FLAG(absl::Duration, timeout, absl::Seconds(60),
+          "Deadline of each call (for generate: the whole stream), e.g. 60s, 5m, inf.");
+ABSL_FLAG(std::string, session, "", "Session id (generate, score); empty = one-shot.");
+ABSL_FLAG(int32_t, max_new_tokens, 0, "Tokens to generate; 0 = the server's default.");
+ABSL_FLAG(std::optional<float>, temperature, std::nullopt, "Sampling temperature; 0 = greedy.");
+ABSL_FLAG(int32_t, top_k, 0, "Keep only the k most likely tokens; 0 = off.");
+ABSL_FLAG(std::optional<float>, top_p, std::nullopt, "Nucleus sampling mass in (0, 1].");
+ABSL_FLAG(std::optional<uint64_t>, seed, std::nullopt, "Sampling seed; same seed, same output.");
+ABSL_FLAG(std::optional<float>, repetition_penalty, std::nullopt,
+          "> 1 penalises tokens already generated.");
+ABSL_FLAG(std::vector<std::string>, stop, {},
+          "Stop string; repeat the flag for several (--stop a --stop b).");
+ABSL_FLAG(int32_t, logprobs, 0,
+          "Report the N most likely alternatives of each token (printed to stderr).");
+ABSL_FLAG(bool, update_memory, false, "score: append the text to the session's memory.");
+ABSL_FLAG(std::string, id, "", "session create: client-chosen session id.");
+ABSL_FLAG(std::string, service, "mnemo.v1.Generation",
+          "health: service to check (\"\" = the whole server).");
+
+namespace {
+
+using mnemo::client::Client;
+
+constexpr int kExitOk = 0;
+constexpr int kExitError = 1;
+constexpr int kExitUsage = 2;
+
+constexpr char kUsage[] = R"(client for a mnemo server.
+
+  mnemo [--address HOST:PORT] [--timeout 60s] COMMAND ...
+
+commands:
+  generate [--session ID] [--max_new_tokens N] [--temperature T] [--top_k K] [--top_p P]
+           [--seed S] [--repetition_penalty R] [--stop S]... [--logprobs N] PROMPT
+  score [--session ID] [--update_memory] TEXT
+  tokenize TEXT
+  session create [--id ID] | get ID | list | delete ID
+  models
+  health [--service mnemo.v1.Generation]
+
+TEXT and PROMPT may be @FILE (read a file) or - (read stdin). Put -- before a text that
+starts with '-'.)";
+
+int Usage(const std::string& message) {
+  std::cerr << "mnemo: " << message << "\nRun 'mnemo --help' for usage.\n";
+  return kExitUsage;
+}
+
+int PrintError(const absl::Status& status) {
+  std::cerr << "error: " << absl::StatusCodeToString(status.code()) << ": " << status.message()
+            << "\n";
+  return kExitError;
+}
+
+// Removes every `--stop X` / `--stop=X` from argv (Abseil keeps only the last occurrence of a
+// flag) and returns the values in order.
+std::vector<std::string> ExtractRepeatedStop(std::vector<char*>& args) {
+  std::vector<std::string> stops;
+  std::vector<char*> kept;
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string arg = args[i];
+    if (arg == "--") {  // everything after is positional
+      kept.insert(kept.end(), args.begin() + i, args.end());
+      break;
+    }
+    if (arg == "--stop" || arg == "-stop") {
+      if (i + 1 < args.size()) stops.emplace_back(args[++i]);
+      continue;
+    }
+    if (absl::StartsWith(arg, "--stop=") || absl::StartsWith(arg, "-stop=")) {
+      stops.push_back(arg.substr(arg.find('=') + 1));
+      continue;
+    }
+    kept.push_back(args[i]);
+  }
+  args = kept;
+  return stops;
+}
+
+// TEXT, @FILE or - (stdin).
+absl::StatusOr<std::string> ReadTextArg(const std::string& arg) {
+  if (arg == "-") {
+    return std::string(std::istreambuf_iterator<char>(std::cin), {});
+  }
+  if (absl::StartsWith(arg, "@")) {
+    std::ifstream file(arg.substr(1), std::ios::binary);
+    if (!file) return absl::NotFoundError(absl::StrCat("cannot read file ", arg.substr(1)));
+    return std::string(std::istreambuf_iterator<char>(file), {});
+  }
+  return arg;
+}
+
+std::string FinishReasonName(mnemo::v1::FinishReason reason) {
+  std::string name = mnemo::v1::FinishReason_Name(reason);
+  constexpr absl::string_view kPrefix = "FINISH_REASON_";
+  if (absl::StartsWith(name, kPrefix)) name = name.substr(kPrefix.size());
+  return name;
+}
+
+// Printable, quoted form of a token's text (valid UTF-8, kept as is) or raw bytes
+// (`escape_high`: bytes >= 0x80 shown as \xNN, since a lone byte is not a character).
+std::string Quote(const std::string& text, bool escape_high = false) {
+  std::string out = "\"";
+  for (unsigned char c : text) {
+    if (c == '"' || c == '\\') {
+      absl::StrAppend(&out, "\\", std::string(1, c));
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c < 0x20 || c == 0x7f || (escape_high && c >= 0x80)) {
+      absl::StrAppendFormat(&out, "\\x%02x", c);
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out + "\"";
+}
+
+int RunGenerate(Client& client, const std::vector<std::string>& args,
+                const std::vector<std::string>& stops) {
+  if (args.size() != 1) return Usage("generate takes exactly one PROMPT argument");
+  absl::StatusOr<std::string> prompt = ReadTextArg(args[0]);
+  if (!prompt.ok()) return PrintError(prompt.status());
+
+  mnemo::v1::GenerateRequest request;
+  request.set_session_id(absl::GetFlag(FLAGS_session));
+  request.set_prompt(*prompt);
+  request.set_max_new_tokens(absl::GetFlag(FLAGS_max_new_tokens));
+  mnemo::v1::SamplingParams* sampling = request.mutable_sampling();
+  if (auto t = absl::GetFlag(FLAGS_temperature)) sampling->set_temperature(*t);
+  sampling->set_top_k(absl::GetFlag(FLAGS_top_k));
+  if (auto p = absl::GetFlag(FLAGS_top_p)) sampling->set_top_p(*p);
+  if (auto s = absl::GetFlag(FLAGS_seed)) sampling->set_seed(*s);
+  if (auto r = absl::GetFlag(FLAGS_repetition_penalty)) sampling->set_repetition_penalty(*r);
+  for (const std::string& stop : stops) request.add_stop(stop);
+  request.set_logprobs(absl::GetFlag(FLAGS_logprobs));
+
+  std::vector<mnemo::v1::Token> tokens;  // kept only for the --logprobs table
+  const bool want_tokens = request.logprobs() > 0;
+  bool wrote_text = false;
+  absl::StatusOr<mnemo::client::GenerateSummary> summary =
+      client.Generate(request, [&](const mnemo::v1::GenerateResponse& chunk) {
+        if (!chunk.text().empty()) {
+          std::fwrite(chunk.text().data(), 1, chunk.text().size(), stdout);
+          std::fflush(stdout);
+          wrote_text = true;
+        }
+        if (want_tokens) tokens.insert(tokens.end(), chunk.tokens().begin(), chunk.tokens().end());
+        return true;
+      });
+  if (wrote_text) {
+    std::fputc('\n', stdout);
+    std::fflush(stdout);
+  }
+  if (!summary.ok()) return PrintError(summary.status());
+
+  for (const mnemo::v1::Token& token : tokens) {
+    std::string line = absl::StrFormat("%5d %-10s %9.4f", token.id(),
+                                       Quote(token.bytes(), /*escape_high=*/true), token.logprob());
+    for (const mnemo::v1::TokenAlternative& alt : token.top_logprobs()) {
+      absl::StrAppendFormat(&line, "  %s=%.4f", Quote(alt.text()), alt.logprob());
+    }
+    std::cerr << line << "\n";
+  }
+  const mnemo::v1::Usage& usage = summary->usage;
+  std::cerr << absl::StrFormat(
+      "[finish_reason=%s prompt_tokens=%d generated_tokens=%d session_tokens=%d]\n",
+      FinishReasonName(summary->finish_reason), usage.prompt_tokens(), usage.generated_tokens(),
+      usage.session_tokens());
+  return kExitOk;
+}
+
+int RunScore(Client& client, const std::vector<std::string>& args) {
+  if (args.size() != 1) return Usage("score takes exactly one TEXT argument");
+  absl::StatusOr<std::string> text = ReadTextArg(args[0]);
+  if (!text.ok()) return PrintError(text.status());
+  mnemo::v1::ScoreRequest request;
+  request.set_session_id(absl::GetFlag(FLAGS_session));
+  request.set_text(*text);
+  request.set_update_memory(absl::GetFlag(FLAGS_update_memory));
+  absl::StatusOr<mnemo::v1::ScoreResponse> response = client.Score(request);
+  if (!response.ok()) return PrintError(response.status());
+  std::cout << absl::StrFormat(
+      "tokens=%d bytes=%d total_logprob=%.6f bits_per_byte=%.6f\n", response->token_count(),
+      response->byte_count(), response->total_logprob(), response->bits_per_byte());
+  return kExitOk;
+}
+
+int RunTokenize(Client& client, const std::vector<std::string>& args) {
+  if (args.size() != 1) return Usage("tokenize takes exactly one TEXT argument");
+  absl::StatusOr<std::string> text = ReadTextArg(args[0]);
+  if (!text.ok()) return PrintError(text.status());
+  absl::StatusOr<mnemo::v1::TokenizeResponse> response = client.Tokenize(*text);
+  if (!response.ok()) return PrintError(response.status());
+  std::string ids;
+  for (int id : response->ids()) absl::StrAppend(&ids, ids.empty() ? "" : " ", id);
+  std::cout << response->ids_size() << " tokens: " << ids << "\n";
+  return kExitOk;
+}
+
+void PrintSession(const mnemo::v1::Session& s) {
+  std::cout << absl::StrFormat(
+      "session_id: %s\nmodel: %s\ntokens_seen: %d\nmemory: xl_tokens=%d compressed_slots=%d "
+      "knn_entries=%d bytes=%d\ncreate_time: %s\nlast_use_time: %s\nbusy: %s\n",
+      s.session_id(), s.model(), s.tokens_seen(), s.memory().xl_tokens(),
+      s.memory().compressed_slots(), s.memory().knn_entries(), s.memory().bytes(),
+      absl::FormatTime(absl::FromUnixSeconds(s.create_time()), absl::UTCTimeZone()),
+      absl::FormatTime(absl::FromUnixSeconds(s.last_use_time()), absl::UTCTimeZone()),
+      s.busy() ? "true" : "false");
+}
+
+int RunSession(Client& client, const std::vector<std::string>& args) {
+  if (args.empty()) return Usage("session needs one of: create, get ID, list, delete ID");
+  const std::string& verb = args[0];
+  if (verb == "create" && args.size() == 1) {
+    absl::StatusOr<mnemo::v1::Session> session = client.CreateSession(absl::GetFlag(FLAGS_id));
+    if (!session.ok()) return PrintError(session.status());
+    std::cout << session->session_id() << "\n";  // bare, so SID=$(mnemo session create) works
+    return kExitOk;
+  }
+  if (verb == "get" && args.size() == 2) {
+    absl::StatusOr<mnemo::v1::Session> session = client.GetSession(args[1]);
+    if (!session.ok()) return PrintError(session.status());
+    PrintSession(*session);
+    return kExitOk;
+  }
+  if (verb == "list" && args.size() == 1) {
+    absl::StatusOr<std::vector<mnemo::v1::Session>> sessions = client.ListSessions();
+    if (!sessions.ok()) return PrintError(sessions.status());
+    std::cout << absl::StrFormat("%-36s %12s %12s %5s\n", "SESSION", "TOKENS", "BYTES", "BUSY");
+    for (const mnemo::v1::Session& s : *sessions) {
+      std::cout << absl::StrFormat("%-36s %12d %12d %5s\n", s.session_id(), s.tokens_seen(),
+                                   s.memory().bytes(), s.busy() ? "yes" : "no");
+    }
+    return kExitOk;
+  }
+  if (verb == "delete" && args.size() == 2) {
+    absl::Status status = client.DeleteSession(args[1]);
+    if (!status.ok()) return PrintError(status);
+    std::cout << "deleted " << args[1] << "\n";
+    return kExitOk;
+  }
+  return Usage("session needs one of: create, get ID, list, delete ID");
+}
+
+int RunModels(Client& client, const std::vector<std::string>& args) {
+  if (!args.empty()) return Usage("models takes no arguments");
+  absl::StatusOr<std::vector<mnemo::v1::Model>> models = client.ListModels();
+  if (!models.ok()) return PrintError(models.status());
+  for (const mnemo::v1::Model& m : *models) {
+    const mnemo::v1::ModelMemoryConfig& mem = m.memory();
+    std::cout << absl::StrFormat(
+        "%s\n  path: %s\n  layers=%d d_model=%d heads=%d vocab_size=%d parameters=%d\n"
+        "  seg_len=%d mem_len=%d cmem_len=%d cmem_rate=%d compression=%s clamp_len=%d\n"
+        "  tokenizer=%s dtype=%s device=%s\n",
+        m.name(), m.path(), m.layers(), m.d_model(), m.heads(), m.vocab_size(), m.parameters(),
+        mem.seg_len(), mem.mem_len(), mem.cmem_len(), mem.cmem_rate(), mem.compression(),
+        mem.clamp_len(), m.tokenizer(), m.dtype(), m.device());
+  }
+  return kExitOk;
+}
+
+int RunHealth(Client& client, const std::vector<std::string>& args) {
+  if (!args.empty()) return Usage("health takes no arguments (use --service)");
+  absl::StatusOr<mnemo::client::HealthResult> health =
+      client.Health(absl::GetFlag(FLAGS_service));
+  if (!health.ok()) return PrintError(health.status());
+  std::cout << health->status << "\n";
+  return health->serving ? kExitOk : kExitError;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(kUsage);
+  absl::FlagsUsageConfig usage_config;
+  usage_config.contains_help_flags = [](absl::string_view path) {
+    return absl::EndsWith(path, "clients/cpp/main.cc");
+  };
+  absl::SetFlagsUsageConfig(usage_config);
+  std::vector<char*> raw(argv, argv + argc);
+  const std::vector<std::string> stops = ExtractRepeatedStop(raw);
+  std::vector<char*> positional = absl::ParseCommandLine(static_cast<int>(raw.size()), raw.data());
+  // `--stop a,b` (the Abseil list form) also works; repeated flags were extracted above.
+  std::vector<std::string> all_stops = absl::GetFlag(FLAGS_stop);
+  all_stops.insert(all_stops.end(), stops.begin(), stops.end());
+
+  if (positional.size() < 2) return Usage("missing COMMAND");
+  const std::string command = positional[1];
+  std::vector<std::string> args(positional.begin() + 2, positional.end());
+
+  Client client(absl::GetFlag(FLAGS_address), absl::GetFlag(FLAGS_timeout));
+  if (command == "generate") return RunGenerate(client, args, all_stops);
+  if (command == "score") return RunScore(client, args);
+  if (command == "tokenize") return RunTokenize(client, args);
+  if (command == "session") return RunSession(client, args);
+  if (command == "models") return RunModels(client, args);
+  if (command == "health") return RunHealth(client, args);
+  return Usage(absl::StrCat("unknown command '", command, "'"));
+}

@@ -1,0 +1,162 @@
+#include "clients/cpp/mnemo_client.h"
+
+#include <utility>
+
+#include "grpc/health/v1/health.grpc.pb.h"
+
+namespace mnemo::client {
+namespace {
+
+using mnemo::v1::GenerateRequest;
+using mnemo::v1::GenerateResponse;
+
+// Servers answer ListSessions with at most 1000 per page; ask for the most.
+constexpr int kListPageSize = 1000;
+
+}  // namespace
+
+absl::Status FromGrpcStatus(const grpc::Status& status) {
+  if (status.ok()) return absl::OkStatus();
+  // The canonical codes have the same numbers in gRPC and Abseil.
+  return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
+                      status.error_message());
+}
+
+Client::Client(const std::string& address, absl::Duration timeout)
+    : timeout_(timeout),
+      channel_(grpc::CreateChannel(address, grpc::InsecureChannelCredentials())),
+      generation_(mnemo::v1::Generation::NewStub(channel_)),
+      sessions_(mnemo::v1::Sessions::NewStub(channel_)),
+      models_(mnemo::v1::Models::NewStub(channel_)) {}
+
+std::unique_ptr<grpc::ClientContext> Client::NewContext() const {
+  auto context = std::make_unique<grpc::ClientContext>();
+  if (timeout_ != absl::InfiniteDuration()) {
+    context->set_deadline(absl::ToChronoTime(absl::Now() + timeout_));
+  }
+  return context;
+}
+
+absl::StatusOr<GenerateSummary> Client::Generate(const GenerateRequest& request,
+                                                 const ChunkCallback& on_chunk) {
+  std::unique_ptr<grpc::ClientContext> context = NewContext();
+  std::unique_ptr<grpc::ClientReader<GenerateResponse>> reader =
+      generation_->Generate(context.get(), request);
+  GenerateSummary summary;
+  GenerateResponse chunk;
+  bool cancelled = false;
+  while (reader->Read(&chunk)) {
+    ++summary.chunks;
+    if (chunk.finish_reason() != mnemo::v1::FINISH_REASON_UNSPECIFIED) {
+      summary.finish_reason = chunk.finish_reason();
+    }
+    if (chunk.has_usage()) summary.usage = chunk.usage();
+    if (!cancelled && !on_chunk(chunk)) {
+      // Keep reading after TryCancel so the stream drains and Finish returns promptly.
+      context->TryCancel();
+      cancelled = true;
+    }
+  }
+  grpc::Status status = reader->Finish();
+  if (!status.ok()) return FromGrpcStatus(status);
+  return summary;
+}
+
+absl::StatusOr<mnemo::v1::ScoreResponse> Client::Score(const mnemo::v1::ScoreRequest& request) {
+  std::unique_ptr<grpc::ClientContext> context = NewContext();
+  mnemo::v1::ScoreResponse response;
+  grpc::Status status = generation_->Score(context.get(), request, &response);
+  if (!status.ok()) return FromGrpcStatus(status);
+  return response;
+}
+
+absl::StatusOr<mnemo::v1::TokenizeResponse> Client::Tokenize(const std::string& text) {
+  std::unique_ptr<grpc::ClientContext> context = NewContext();
+  mnemo::v1::TokenizeRequest request;
+  request.set_text(text);
+  mnemo::v1::TokenizeResponse response;
+  grpc::Status status = generation_->Tokenize(context.get(), request, &response);
+  if (!status.ok()) return FromGrpcStatus(status);
+  return response;
+}
+
+absl::StatusOr<mnemo::v1::Session> Client::CreateSession(const std::string& session_id) {
+  std::unique_ptr<grpc::ClientContext> context = NewContext();
+  mnemo::v1::CreateSessionRequest request;
+  request.set_session_id(session_id);
+  mnemo::v1::Session response;
+  grpc::Status status = sessions_->CreateSession(context.get(), request, &response);
+  if (!status.ok()) return FromGrpcStatus(status);
+  return response;
+}
+
+absl::StatusOr<mnemo::v1::Session> Client::GetSession(const std::string& session_id) {
+  std::unique_ptr<grpc::ClientContext> context = NewContext();
+  mnemo::v1::GetSessionRequest request;
+  request.set_session_id(session_id);
+  mnemo::v1::Session response;
+  grpc::Status status = sessions_->GetSession(context.get(), request, &response);
+  if (!status.ok()) return FromGrpcStatus(status);
+  return response;
+}
+
+absl::StatusOr<std::vector<mnemo::v1::Session>> Client::ListSessions() {
+  std::vector<mnemo::v1::Session> sessions;
+  std::string page_token;
+  do {
+    std::unique_ptr<grpc::ClientContext> context = NewContext();
+    mnemo::v1::ListSessionsRequest request;
+    request.set_page_size(kListPageSize);
+    request.set_page_token(page_token);
+    mnemo::v1::ListSessionsResponse response;
+    grpc::Status status = sessions_->ListSessions(context.get(), request, &response);
+    if (!status.ok()) return FromGrpcStatus(status);
+    for (mnemo::v1::Session& session : *response.mutable_sessions()) {
+      sessions.push_back(std::move(session));
+    }
+    page_token = response.next_page_token();
+  } while (!page_token.empty());
+  return sessions;
+}
+
+absl::Status Client::DeleteSession(const std::string& session_id) {
+  std::unique_ptr<grpc::ClientContext> context = NewContext();
+  mnemo::v1::DeleteSessionRequest request;
+  request.set_session_id(session_id);
+  mnemo::v1::DeleteSessionResponse response;
+  return FromGrpcStatus(sessions_->DeleteSession(context.get(), request, &response));
+}
+
+absl::StatusOr<std::vector<mnemo::v1::Model>> Client::ListModels() {
+  std::vector<mnemo::v1::Model> models;
+  std::string page_token;
+  do {
+    std::unique_ptr<grpc::ClientContext> context = NewContext();
+    mnemo::v1::ListModelsRequest request;
+    request.set_page_token(page_token);
+    mnemo::v1::ListModelsResponse response;
+    grpc::Status status = models_->ListModels(context.get(), request, &response);
+    if (!status.ok()) return FromGrpcStatus(status);
+    for (mnemo::v1::Model& model : *response.mutable_models()) {
+      models.push_back(std::move(model));
+    }
+    page_token = response.next_page_token();
+  } while (!page_token.empty());
+  return models;
+}
+
+absl::StatusOr<HealthResult> Client::Health(const std::string& service) {
+  std::unique_ptr<grpc::ClientContext> context = NewContext();
+  grpc::health::v1::HealthCheckRequest request;
+  request.set_service(service);
+  grpc::health::v1::HealthCheckResponse response;
+  std::unique_ptr<grpc::health::v1::Health::Stub> stub = grpc::health::v1::Health::NewStub(channel_);
+  grpc::Status status = stub->Check(context.get(), request, &response);
+  if (!status.ok()) return FromGrpcStatus(status);
+  HealthResult result;
+  result.serving = response.status() == grpc::health::v1::HealthCheckResponse::SERVING;
+  result.status = grpc::health::v1::HealthCheckResponse::ServingStatus_Name(response.status());
+  return result;
+}
+
+}  // namespace mnemo::client

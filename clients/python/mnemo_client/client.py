@@ -1,0 +1,370 @@
+"""A small typed wrapper over the mnemo.v1 gRPC stubs.
+
+`Client` owns one insecure channel. Every call takes the client's default timeout (seconds)
+unless given its own. Errors surface as `MnemoError` carrying the gRPC status code and the
+server's message; streaming generation is an iterator of `Chunk`s that can be cancelled.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Iterable, Iterator, List, Optional
+
+import grpc
+
+from mnemo_client._stubs import (
+    generation_pb2,
+    generation_pb2_grpc,
+    health_pb2,
+    health_pb2_grpc,
+    models_pb2,
+    models_pb2_grpc,
+    sessions_pb2,
+    sessions_pb2_grpc,
+)
+
+_FINISH_PREFIX = "FINISH_REASON_"
+
+
+class MnemoError(Exception):
+    """A non-OK gRPC status from the server (or the channel)."""
+
+    def __init__(self, code: grpc.StatusCode, message: str):
+        super().__init__(f"{code.name}: {message}")
+        self.code = code
+        self.message = message
+
+    @classmethod
+    def from_rpc_error(cls, error: grpc.RpcError) -> "MnemoError":
+        return cls(error.code(), error.details() or "")
+
+
+@dataclasses.dataclass
+class TokenAlternative:
+    id: int
+    text: str
+    logprob: float
+
+
+@dataclasses.dataclass
+class TokenInfo:
+    id: int
+    text: str  # UTF-8 text this token completes ("" for a leading byte of a character)
+    bytes: bytes
+    logprob: float
+    exit_layer: int
+    top_logprobs: List[TokenAlternative]
+
+
+@dataclasses.dataclass
+class Usage:
+    prompt_tokens: int
+    generated_tokens: int
+    session_tokens: int
+
+
+@dataclasses.dataclass
+class Chunk:
+    """One streamed delta. The last chunk has finish_reason and usage set."""
+
+    text: str
+    tokens: List[TokenInfo]
+    finish_reason: Optional[str]  # "LENGTH", "STOP", "EOS", "CANCELLED", "ERROR" or None
+    usage: Optional[Usage]
+
+
+@dataclasses.dataclass
+class ScoreResult:
+    token_count: int
+    byte_count: int
+    total_logprob: float  # natural log
+    bits_per_byte: float
+    logprobs: List[float]  # per token, when requested
+
+
+@dataclasses.dataclass
+class SessionMemory:
+    xl_tokens: int
+    compressed_slots: int
+    knn_entries: int
+    bytes: int
+
+
+@dataclasses.dataclass
+class Session:
+    session_id: str
+    model: str
+    tokens_seen: int
+    memory: SessionMemory
+    create_time: int  # seconds since the Unix epoch
+    last_use_time: int
+    busy: bool
+
+
+@dataclasses.dataclass
+class ModelInfo:
+    name: str
+    path: str
+    layers: int
+    d_model: int
+    heads: int
+    vocab_size: int
+    parameters: int
+    seg_len: int
+    mem_len: int
+    cmem_len: int
+    cmem_rate: int
+    compression: str
+    clamp_len: int
+    tokenizer: str
+    dtype: str
+    device: str
+
+
+def _finish_name(value: int) -> Optional[str]:
+    if value == generation_pb2.FINISH_REASON_UNSPECIFIED:
+        return None
+    name = generation_pb2.FinishReason.Name(value)
+    return name[len(_FINISH_PREFIX):] if name.startswith(_FINISH_PREFIX) else name
+
+
+def _chunk_from_proto(msg: generation_pb2.GenerateResponse) -> Chunk:
+    tokens = [
+        TokenInfo(
+            id=t.id,
+            text=t.text,
+            bytes=t.bytes,
+            logprob=t.logprob,
+            exit_layer=t.exit_layer,
+            top_logprobs=[TokenAlternative(a.id, a.text, a.logprob) for a in t.top_logprobs],
+        )
+        for t in msg.tokens
+    ]
+    usage = None
+    if msg.HasField("usage"):
+        usage = Usage(msg.usage.prompt_tokens, msg.usage.generated_tokens,
+                      msg.usage.session_tokens)
+    return Chunk(msg.text, tokens, _finish_name(msg.finish_reason), usage)
+
+
+def _session_from_proto(msg: sessions_pb2.Session) -> Session:
+    m = msg.memory
+    return Session(
+        session_id=msg.session_id,
+        model=msg.model,
+        tokens_seen=msg.tokens_seen,
+        memory=SessionMemory(m.xl_tokens, m.compressed_slots, m.knn_entries, m.bytes),
+        create_time=msg.create_time,
+        last_use_time=msg.last_use_time,
+        busy=msg.busy,
+    )
+
+
+def _model_from_proto(msg: models_pb2.Model) -> ModelInfo:
+    mem = msg.memory
+    return ModelInfo(
+        name=msg.name, path=msg.path, layers=msg.layers, d_model=msg.d_model, heads=msg.heads,
+        vocab_size=msg.vocab_size, parameters=msg.parameters, seg_len=mem.seg_len,
+        mem_len=mem.mem_len, cmem_len=mem.cmem_len, cmem_rate=mem.cmem_rate,
+        compression=mem.compression, clamp_len=mem.clamp_len, tokenizer=msg.tokenizer,
+        dtype=msg.dtype, device=msg.device)
+
+
+class GenerateStream:
+    """Iterator over the chunks of one Generate call.
+
+    After iteration ends, `finish_reason` and `usage` hold the last chunk's values. `cancel()`
+    stops the stream (from any thread); iteration then ends quietly.
+    """
+
+    def __init__(self, call):
+        self._call = call
+        self._cancelled = False
+        self.finish_reason: Optional[str] = None
+        self.usage: Optional[Usage] = None
+
+    def __iter__(self) -> Iterator[Chunk]:
+        return self
+
+    def __next__(self) -> Chunk:
+        try:
+            msg = next(self._call)
+        except StopIteration:
+            raise
+        except grpc.RpcError as error:
+            if self._cancelled and error.code() == grpc.StatusCode.CANCELLED:
+                raise StopIteration from None
+            raise MnemoError.from_rpc_error(error) from None
+        chunk = _chunk_from_proto(msg)
+        if chunk.finish_reason is not None:
+            self.finish_reason = chunk.finish_reason
+        if chunk.usage is not None:
+            self.usage = chunk.usage
+        return chunk
+
+    def cancel(self) -> None:
+        self._cancelled = True
+        self._call.cancel()
+
+    def text(self) -> str:
+        """Consumes the rest of the stream and returns its text."""
+        return "".join(chunk.text for chunk in self)
+
+
+class Client:
+    """Connection to one mnemo server.
+
+    Args:
+      address: gRPC target, e.g. "127.0.0.1:50051".
+      timeout: default deadline of every call in seconds (for generate: the whole stream);
+        None = no deadline.
+    """
+
+    def __init__(self, address: str = "127.0.0.1:50051", timeout: Optional[float] = 60.0):
+        self.address = address
+        self.timeout = timeout
+        self._channel = grpc.insecure_channel(address)
+        self._generation = generation_pb2_grpc.GenerationStub(self._channel)
+        self._sessions = sessions_pb2_grpc.SessionsStub(self._channel)
+        self._models = models_pb2_grpc.ModelsStub(self._channel)
+        self._health = health_pb2_grpc.HealthStub(self._channel)
+
+    def close(self) -> None:
+        self._channel.close()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _timeout(self, timeout: Optional[float]) -> Optional[float]:
+        return self.timeout if timeout is None else timeout
+
+    def _unary(self, method, request, timeout):
+        try:
+            return method(request, timeout=self._timeout(timeout))
+        except grpc.RpcError as error:
+            raise MnemoError.from_rpc_error(error) from None
+
+    # --- Generation ---------------------------------------------------------------------------
+
+    def generate(
+        self,
+        prompt: str = "",
+        *,
+        session_id: str = "",
+        max_new_tokens: int = 0,
+        temperature: Optional[float] = None,
+        top_k: int = 0,
+        top_p: Optional[float] = None,
+        seed: Optional[int] = None,
+        repetition_penalty: Optional[float] = None,
+        stop: Iterable[str] = (),
+        logprobs: int = 0,
+        stop_at_eos: Optional[bool] = None,
+        timeout: Optional[float] = None,
+    ) -> GenerateStream:
+        """Starts a streaming generation; iterate the result for `Chunk`s.
+
+        Unset sampling fields take the server's defaults (temperature 1.0, top_p 1.0, a random
+        seed, repetition_penalty 1.0); temperature=0 is greedy.
+        """
+        request = generation_pb2.GenerateRequest(
+            session_id=session_id, prompt=prompt, max_new_tokens=max_new_tokens,
+            stop=list(stop), logprobs=logprobs)
+        sampling = request.sampling
+        sampling.top_k = top_k
+        if temperature is not None:
+            sampling.temperature = temperature
+        if top_p is not None:
+            sampling.top_p = top_p
+        if seed is not None:
+            sampling.seed = seed
+        if repetition_penalty is not None:
+            sampling.repetition_penalty = repetition_penalty
+        if stop_at_eos is not None:
+            request.stop_at_eos = stop_at_eos
+        call = self._generation.Generate(request, timeout=self._timeout(timeout))
+        return GenerateStream(call)
+
+    def score(self, text: str, *, session_id: str = "", update_memory: bool = False,
+              token_logprobs: bool = False, timeout: Optional[float] = None) -> ScoreResult:
+        request = generation_pb2.ScoreRequest(session_id=session_id, text=text,
+                                              update_memory=update_memory,
+                                              token_logprobs=token_logprobs)
+        r = self._unary(self._generation.Score, request, timeout)
+        return ScoreResult(r.token_count, r.byte_count, r.total_logprob, r.bits_per_byte,
+                           list(r.logprobs))
+
+    def tokenize(self, text: str, *, timeout: Optional[float] = None) -> List[int]:
+        r = self._unary(self._generation.Tokenize, generation_pb2.TokenizeRequest(text=text),
+                        timeout)
+        return list(r.ids)
+
+    # --- Sessions -----------------------------------------------------------------------------
+
+    def create_session(self, session_id: str = "", *,
+                       timeout: Optional[float] = None) -> Session:
+        r = self._unary(self._sessions.CreateSession,
+                        sessions_pb2.CreateSessionRequest(session_id=session_id), timeout)
+        return _session_from_proto(r)
+
+    def get_session(self, session_id: str, *, timeout: Optional[float] = None) -> Session:
+        r = self._unary(self._sessions.GetSession,
+                        sessions_pb2.GetSessionRequest(session_id=session_id), timeout)
+        return _session_from_proto(r)
+
+    def list_sessions(self, *, timeout: Optional[float] = None) -> List[Session]:
+        """Every session, following pagination."""
+        sessions: List[Session] = []
+        token = ""
+        while True:
+            r = self._unary(self._sessions.ListSessions,
+                            sessions_pb2.ListSessionsRequest(page_size=1000, page_token=token),
+                            timeout)
+            sessions.extend(_session_from_proto(s) for s in r.sessions)
+            token = r.next_page_token
+            if not token:
+                return sessions
+
+    def delete_session(self, session_id: str, *, timeout: Optional[float] = None) -> None:
+        self._unary(self._sessions.DeleteSession,
+                    sessions_pb2.DeleteSessionRequest(session_id=session_id), timeout)
+
+    # --- Models and health --------------------------------------------------------------------
+
+    def models(self, *, timeout: Optional[float] = None) -> List[ModelInfo]:
+        models: List[ModelInfo] = []
+        token = ""
+        while True:
+            r = self._unary(self._models.ListModels,
+                            models_pb2.ListModelsRequest(page_token=token), timeout)
+            models.extend(_model_from_proto(m) for m in r.models)
+            token = r.next_page_token
+            if not token:
+                return models
+
+    def health(self, service: str = "mnemo.v1.Generation", *,
+               timeout: Optional[float] = None) -> str:
+        """grpc.health.v1 status name: "SERVING", "NOT_SERVING", "SERVICE_UNKNOWN", ..."""
+        r = self._unary(self._health.Check, health_pb2.HealthCheckRequest(service=service),
+                        timeout)
+        return health_pb2.HealthCheckResponse.ServingStatus.Name(r.status)
+
+    def wait_until_serving(self, service: str = "mnemo.v1.Generation",
+                           timeout: float = 60.0) -> None:
+        """Polls health until SERVING; raises MnemoError(DEADLINE_EXCEEDED) after `timeout`."""
+        deadline = time.monotonic() + timeout
+        last = "no answer"
+        while time.monotonic() < deadline:
+            try:
+                last = self.health(service, timeout=1.0)
+                if last == "SERVING":
+                    return
+            except MnemoError as error:
+                last = str(error)
+            time.sleep(0.1)
+        raise MnemoError(grpc.StatusCode.DEADLINE_EXCEEDED,
+                         f"{service} not SERVING after {timeout}s (last: {last})")

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Installs, builds and runs every test: the GoogleTest suites and the integration tests
+# (Python end-to-end against the real mnemo-server, runtime-dependency check), all via CTest.
+# Exits non-zero if anything fails.
+#
+# Environment: MNEMO_BUILD_DIR (default build/), MNEMO_JOBS (default nproc),
+#   MNEMO_CTEST_ARGS (extra ctest arguments, e.g. "-R e2e").
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+build_dir="${MNEMO_BUILD_DIR:-$root/build}"
+jobs="${MNEMO_JOBS:-$(nproc)}"
+start=$(date +%s)
+
+MNEMO_BUILD_TESTS=ON bash "$root/scripts/build.sh"
+
+log="$build_dir/ctest.log"
+set +e
+# shellcheck disable=SC2086
+(cd "$build_dir" && ctest --output-on-failure --timeout 900 -j "$jobs" ${MNEMO_CTEST_ARGS:-}) \
+  2>&1 | tee "$log"
+rc=${PIPESTATUS[0]}
+set -e
+
+# CTest's own summary: "100% tests passed, 0 tests failed out of 42".
+summary="$(grep -E '^[0-9]+% tests passed, [0-9]+ tests? failed out of [0-9]+' "$log" | tail -n1)"
+elapsed=$(( $(date +%s) - start ))
+if [ "$rc" -eq 0 ] && [ -n "$summary" ]; then
+  echo "test: all tests passed in ${elapsed}s"
+else
+  echo "test: FAILED (ctest exit $rc) after ${elapsed}s; full log: $log"
+  [ "$rc" -ne 0 ] || rc=1
+fi
+# Last line, in the plain form CI reads: "mnemo: N passed, N failed".
+if [ -n "$summary" ]; then
+  failed=$(sed -E 's/.* ([0-9]+) tests? failed out of ([0-9]+).*/\1/' <<<"$summary")
+  total=$(sed -E 's/.* failed out of ([0-9]+).*/\1/' <<<"$summary")
+  echo "mnemo: $((total - failed)) passed, $failed failed"
+else
+  echo "mnemo: 0 passed, 1 failed"
+fi
+exit "$rc"
