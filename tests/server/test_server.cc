@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -12,13 +13,16 @@
 
 namespace mnemo::server::testing {
 
-const std::string& TinyModelDir() {
-  static const std::string* dir = [] {
+// A random tiny model written once per test process and removed when the process exits.
+class TinyModel {
+ public:
+  TinyModel() {
     std::string path = ::testing::TempDir() + "mnemo_server_test_XXXXXX";
     if (mkdtemp(path.data()) == nullptr) {
       ADD_FAILURE() << "mkdtemp failed for " << path;
-      return new std::string();
+      return;
     }
+    root_ = path;
     model::ModelConfig config;
     config.name = kTinyModelName;
     config.n_layers = 2;
@@ -31,11 +35,24 @@ const std::string& TinyModelDir() {
     config.cmem_len = 8;
     config.cmem_rate = 4;
     config.clamp_len = 256;
-    absl::Status saved = model::Model::Random(config, /*seed=*/7)->Save(path + "/model");
+    absl::Status saved = model::Model::Random(config, /*seed=*/7)->Save(root_ + "/model");
     if (!saved.ok()) ADD_FAILURE() << saved;
-    return new std::string(path + "/model");
-  }();
-  return *dir;
+    dir_ = root_ + "/model";
+  }
+  ~TinyModel() {
+    std::error_code ignored;
+    if (!root_.empty()) std::filesystem::remove_all(root_, ignored);
+  }
+  const std::string& dir() const { return dir_; }
+
+ private:
+  std::string root_;
+  std::string dir_;
+};
+
+const std::string& TinyModelDir() {
+  static const TinyModel model;
+  return model.dir();
 }
 
 engine::EngineConfig TinyEngineConfig() {
