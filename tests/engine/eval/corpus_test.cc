@@ -11,7 +11,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class CorpusTest : public ::testing::Test {
+class HeldOutCorpusTest : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = fs::temp_directory_path() /
@@ -33,7 +33,7 @@ class CorpusTest : public ::testing::Test {
   fs::path dir_;
 };
 
-TEST_F(CorpusTest, DirectoryFiltersSmallAndBinaryFiles) {
+TEST_F(HeldOutCorpusTest, DirectoryFiltersSmallAndBinaryFiles) {
   auto paths = ListDataFiles(dir_.string());
   ASSERT_TRUE(paths.ok()) << paths.status();
   EXPECT_EQ(paths->size(), 4u);
@@ -51,7 +51,7 @@ TEST_F(CorpusTest, DirectoryFiltersSmallAndBinaryFiles) {
   EXPECT_FALSE(LoadCorpus(*paths, {100000, 0, 0}).ok());
 }
 
-TEST_F(CorpusTest, ListFileAndSplitJson) {
+TEST_F(HeldOutCorpusTest, ListFileAndSplitJson) {
   Write("list.txt", "# held out\nbig.py\n\nsub/bigger.py\n");
   auto listed = ListDataFiles((dir_ / "list.txt").string());
   ASSERT_TRUE(listed.ok()) << listed.status();
