@@ -50,6 +50,10 @@ void PrintInfo(const mnemo::model::Model& model, const std::string& dir) {
   std::printf("memory: seg_len %d, mem_len %d, cmem_len %d x rate %d (%s), clamp_len %d\n",
               c.seg_len, c.mem_len, c.cmem_len, c.cmem_rate, CompressionName(c.compression),
               c.clamp_len);
+  if (c.knn_enabled()) {
+    std::printf("kNN layer %d: top-%d of %d positions; CALM-trained exits: %s\n", c.knn_layer,
+                c.knn_topk, c.knn_mem_len, c.exit_heads ? "yes" : "no");
+  }
 }
 
 int Init() {

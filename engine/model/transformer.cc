@@ -122,7 +122,9 @@ void TransformerImpl::InitializeWeights(uint64_t seed) {
     if (is_norm) {
       p.fill_(name.size() >= 6 && name.substr(name.size() - 6) == "weight" ? 1.0 : 0.0);
     } else if (name.find("knn_") != std::string::npos) {
-      continue;  // kNN scale and gate keep their constructor values
+      // kNN scale and gate keep the values RelativeAttention's constructor gives them; this
+      // runs right after construction (trainer, Model::Random), never on trained weights.
+      continue;
     } else if (p.dim() >= 2) {
       p.normal_(0.0, 0.02);
     } else {
