@@ -4,41 +4,42 @@
 
 #include "absl/strings/str_cat.h"
 #include "server/proto_convert.h"
+#include "server/raw_message.h"
 
 namespace mnemo::server {
 
 grpc::ServerUnaryReactor* ModelsService::ListModels(grpc::CallbackServerContext* context,
-                                                    const v1::ListModelsRequest* request,
-                                                    v1::ListModelsResponse* response) {
+                                                    const grpc::ByteBuffer* request,
+                                                    grpc::ByteBuffer* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  absl::StatusOr<engine::Engine*> engine = state_.BeginCall();
-  if (!engine.ok()) {
-    FinishUnary(state_, "ListModels", /*admitted=*/false, reactor, engine.status());
-    return reactor;
-  }
-  const std::vector<engine::ModelInfo> models = {(*engine)->model_info()};
-  FinishUnary(state_, "ListModels", /*admitted=*/true, reactor,
-              FillModelsPage(models, *request, response));
+  v1::ListModelsRequest parsed;
+  engine::Engine* engine = BeginRawUnary(state_, "ListModels", reactor, *request, &parsed);
+  if (engine == nullptr) return reactor;
+  const std::vector<engine::ModelInfo> models = {engine->model_info()};
+  v1::ListModelsResponse reply;
+  absl::Status status = FillModelsPage(models, parsed, &reply);
+  if (status.ok()) SerializeResponse(reply, response);
+  FinishUnary(state_, "ListModels", /*admitted=*/true, reactor, status);
   return reactor;
 }
 
 grpc::ServerUnaryReactor* ModelsService::GetModel(grpc::CallbackServerContext* context,
-                                                  const v1::GetModelRequest* request,
-                                                  v1::Model* response) {
+                                                  const grpc::ByteBuffer* request,
+                                                  grpc::ByteBuffer* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  absl::StatusOr<engine::Engine*> engine = state_.BeginCall();
-  if (!engine.ok()) {
-    FinishUnary(state_, "GetModel", /*admitted=*/false, reactor, engine.status());
-    return reactor;
-  }
-  const engine::ModelInfo& model = (*engine)->model_info();
+  v1::GetModelRequest parsed;
+  engine::Engine* engine = BeginRawUnary(state_, "GetModel", reactor, *request, &parsed);
+  if (engine == nullptr) return reactor;
+  const engine::ModelInfo& model = engine->model_info();
   absl::Status status;
-  if (request->name().empty()) {
+  if (parsed.name().empty()) {
     status = absl::InvalidArgumentError("name: must not be empty");
-  } else if (request->name() != model.name) {
-    status = absl::NotFoundError(absl::StrCat("model \"", request->name(), "\" not found"));
+  } else if (parsed.name() != model.name) {
+    status = absl::NotFoundError(absl::StrCat("model \"", parsed.name(), "\" not found"));
   } else {
-    ToProto(model, response);
+    v1::Model reply;
+    ToProto(model, &reply);
+    SerializeResponse(reply, response);
   }
   FinishUnary(state_, "GetModel", /*admitted=*/true, reactor, status);
   return reactor;

@@ -1,6 +1,7 @@
 // ModelsService: mnemo.v1.Models over the callback API. Answers synchronously from the
 // engine's immutable ModelInfo (this release serves one model). Borrows ServerState (must
-// outlive the grpc::Server). Thread-safe: no state of its own.
+// outlive the grpc::Server). Thread-safe: no state of its own. Registered raw, like the other
+// services, so a model name or page token that is not UTF-8 is INVALID_ARGUMENT naming it.
 #ifndef MNEMO_SERVER_MODELS_SERVICE_H_
 #define MNEMO_SERVER_MODELS_SERVICE_H_
 
@@ -11,16 +12,20 @@
 
 namespace mnemo::server {
 
-class ModelsService final : public v1::Models::CallbackService {
+using ModelsServiceBase = v1::Models::WithRawCallbackMethod_ListModels<
+    v1::Models::WithRawCallbackMethod_GetModel<v1::Models::Service>>;
+
+class ModelsService final : public ModelsServiceBase {
  public:
   explicit ModelsService(ServerState& state) : state_(state) {}
 
+  // Each `request` is the serialised request message; `response` receives the serialised reply.
   grpc::ServerUnaryReactor* ListModels(grpc::CallbackServerContext* context,
-                                       const v1::ListModelsRequest* request,
-                                       v1::ListModelsResponse* response) override;
+                                       const grpc::ByteBuffer* request,
+                                       grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* GetModel(grpc::CallbackServerContext* context,
-                                     const v1::GetModelRequest* request,
-                                     v1::Model* response) override;
+                                     const grpc::ByteBuffer* request,
+                                     grpc::ByteBuffer* response) override;
 
  private:
   ServerState& state_;

@@ -82,4 +82,19 @@ void SerializeResponse(const google::protobuf::Message& message, grpc::ByteBuffe
       .IgnoreError();
 }
 
+engine::Engine* BeginRawUnary(ServerState& state, absl::string_view rpc,
+                              grpc::ServerUnaryReactor* reactor, const grpc::ByteBuffer& bytes,
+                              google::protobuf::Message* request) {
+  absl::StatusOr<engine::Engine*> engine = state.BeginCall();
+  if (!engine.ok()) {
+    FinishUnary(state, rpc, /*admitted=*/false, reactor, engine.status());
+    return nullptr;
+  }
+  if (absl::Status parsed = ParseRequest(bytes, request); !parsed.ok()) {
+    FinishUnary(state, rpc, /*admitted=*/true, reactor, parsed);
+    return nullptr;
+  }
+  return *engine;
+}
+
 }  // namespace mnemo::server

@@ -11,6 +11,9 @@
 #include <grpcpp/support/byte_buffer.h>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "engine/engine.h"
+#include "server/server_state.h"
 
 namespace mnemo::server {
 
@@ -20,6 +23,12 @@ absl::Status ParseRequest(const grpc::ByteBuffer& bytes, google::protobuf::Messa
 
 // Serialises `message` into `out` (replacing its contents).
 void SerializeResponse(const google::protobuf::Message& message, grpc::ByteBuffer* out);
+
+// The start every raw unary method shares: admits the call and parses its request. On either
+// failure finishes `reactor` (recording the call) and returns null.
+engine::Engine* BeginRawUnary(ServerState& state, absl::string_view rpc,
+                              grpc::ServerUnaryReactor* reactor, const grpc::ByteBuffer& bytes,
+                              google::protobuf::Message* request);
 
 }  // namespace mnemo::server
 

@@ -5,15 +5,21 @@
 #include <vector>
 
 #include "server/proto_convert.h"
+#include "server/raw_message.h"
 
 namespace mnemo::server {
 namespace {
 
 // Completion for the methods that answer with one Session.
 engine::Engine::SessionDone SessionReply(ServerState* state, const char* rpc,
-                                         grpc::ServerUnaryReactor* reactor, v1::Session* response) {
+                                         grpc::ServerUnaryReactor* reactor,
+                                         grpc::ByteBuffer* response) {
   return [state, rpc, reactor, response](absl::StatusOr<engine::SessionInfo> info) {
-    if (info.ok()) ToProto(*info, response);
+    if (info.ok()) {
+      v1::Session reply;
+      ToProto(*info, &reply);
+      SerializeResponse(reply, response);
+    }
     FinishUnary(*state, rpc, /*admitted=*/true, reactor, info.status());
   };
 }
@@ -21,70 +27,63 @@ engine::Engine::SessionDone SessionReply(ServerState* state, const char* rpc,
 }  // namespace
 
 grpc::ServerUnaryReactor* SessionsService::CreateSession(grpc::CallbackServerContext* context,
-                                                         const v1::CreateSessionRequest* request,
-                                                         v1::Session* response) {
+                                                         const grpc::ByteBuffer* request,
+                                                         grpc::ByteBuffer* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  absl::StatusOr<engine::Engine*> engine = state_.BeginCall();
-  if (!engine.ok()) {
-    FinishUnary(state_, "CreateSession", /*admitted=*/false, reactor, engine.status());
-    return reactor;
-  }
-  (*engine)->CreateSession(ToCreateSessionOptions(*request),
-                           SessionReply(&state_, "CreateSession", reactor, response));
+  v1::CreateSessionRequest parsed;
+  engine::Engine* engine = BeginRawUnary(state_, "CreateSession", reactor, *request, &parsed);
+  if (engine == nullptr) return reactor;
+  engine->CreateSession(ToCreateSessionOptions(parsed),
+                        SessionReply(&state_, "CreateSession", reactor, response));
   return reactor;
 }
 
 grpc::ServerUnaryReactor* SessionsService::GetSession(grpc::CallbackServerContext* context,
-                                                      const v1::GetSessionRequest* request,
-                                                      v1::Session* response) {
+                                                      const grpc::ByteBuffer* request,
+                                                      grpc::ByteBuffer* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  absl::StatusOr<engine::Engine*> engine = state_.BeginCall();
-  if (!engine.ok()) {
-    FinishUnary(state_, "GetSession", /*admitted=*/false, reactor, engine.status());
-    return reactor;
-  }
-  (*engine)->GetSession(request->session_id(),
-                        SessionReply(&state_, "GetSession", reactor, response));
+  v1::GetSessionRequest parsed;
+  engine::Engine* engine = BeginRawUnary(state_, "GetSession", reactor, *request, &parsed);
+  if (engine == nullptr) return reactor;
+  engine->GetSession(parsed.session_id(), SessionReply(&state_, "GetSession", reactor, response));
   return reactor;
 }
 
 grpc::ServerUnaryReactor* SessionsService::ListSessions(grpc::CallbackServerContext* context,
-                                                        const v1::ListSessionsRequest* request,
-                                                        v1::ListSessionsResponse* response) {
+                                                        const grpc::ByteBuffer* request,
+                                                        grpc::ByteBuffer* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  absl::StatusOr<engine::Engine*> engine = state_.BeginCall();
-  if (!engine.ok()) {
-    FinishUnary(state_, "ListSessions", /*admitted=*/false, reactor, engine.status());
-    return reactor;
-  }
+  v1::ListSessionsRequest parsed;
+  engine::Engine* engine = BeginRawUnary(state_, "ListSessions", reactor, *request, &parsed);
+  if (engine == nullptr) return reactor;
   // Reject a bad page request before asking the engine for anything.
-  if (absl::StatusOr<PageRequest> page =
-          ParsePageRequest(request->page_size(), request->page_token());
+  if (absl::StatusOr<PageRequest> page = ParsePageRequest(parsed.page_size(), parsed.page_token());
       !page.ok()) {
     FinishUnary(state_, "ListSessions", /*admitted=*/true, reactor, page.status());
     return reactor;
   }
   ServerState* state = &state_;
-  (*engine)->ListSessions([state, reactor, request,
-                           response](absl::StatusOr<std::vector<engine::SessionInfo>> sessions) {
+  engine->ListSessions([state, reactor, parsed = std::move(parsed),
+                        response](absl::StatusOr<std::vector<engine::SessionInfo>> sessions) {
     absl::Status status = sessions.status();
-    if (status.ok()) status = FillSessionsPage(*sessions, *request, response);
+    v1::ListSessionsResponse reply;
+    if (status.ok()) status = FillSessionsPage(*sessions, parsed, &reply);
+    if (status.ok()) SerializeResponse(reply, response);
     FinishUnary(*state, "ListSessions", /*admitted=*/true, reactor, status);
   });
   return reactor;
 }
 
 grpc::ServerUnaryReactor* SessionsService::DeleteSession(grpc::CallbackServerContext* context,
-                                                         const v1::DeleteSessionRequest* request,
-                                                         v1::DeleteSessionResponse* /*response*/) {
+                                                         const grpc::ByteBuffer* request,
+                                                         grpc::ByteBuffer* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  absl::StatusOr<engine::Engine*> engine = state_.BeginCall();
-  if (!engine.ok()) {
-    FinishUnary(state_, "DeleteSession", /*admitted=*/false, reactor, engine.status());
-    return reactor;
-  }
+  v1::DeleteSessionRequest parsed;
+  engine::Engine* engine = BeginRawUnary(state_, "DeleteSession", reactor, *request, &parsed);
+  if (engine == nullptr) return reactor;
   ServerState* state = &state_;
-  (*engine)->DeleteSession(request->session_id(), [state, reactor](absl::Status status) {
+  engine->DeleteSession(parsed.session_id(), [state, reactor, response](absl::Status status) {
+    if (status.ok()) SerializeResponse(v1::DeleteSessionResponse(), response);
     FinishUnary(*state, "DeleteSession", /*admitted=*/true, reactor, status);
   });
   return reactor;

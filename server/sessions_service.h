@@ -1,5 +1,7 @@
 // SessionsService: mnemo.v1.Sessions over the callback API. Every method completes from the
-// engine's callback (which runs on the engine thread and only converts and Finishes).
+// engine's callback (which runs on the engine thread and only converts and Finishes). Methods
+// are registered raw, like Generation's, so a session id or page token that is not UTF-8 gets
+// INVALID_ARGUMENT naming the field (see raw_message.h).
 // ListSessions paginates the engine's sorted list here (page_size <= 1000).
 // Borrows ServerState (must outlive the grpc::Server). Thread-safe: no state of its own.
 #ifndef MNEMO_SERVER_SESSIONS_SERVICE_H_
@@ -12,22 +14,27 @@
 
 namespace mnemo::server {
 
-class SessionsService final : public v1::Sessions::CallbackService {
+using SessionsServiceBase = v1::Sessions::WithRawCallbackMethod_CreateSession<
+    v1::Sessions::WithRawCallbackMethod_GetSession<v1::Sessions::WithRawCallbackMethod_ListSessions<
+        v1::Sessions::WithRawCallbackMethod_DeleteSession<v1::Sessions::Service>>>>;
+
+class SessionsService final : public SessionsServiceBase {
  public:
   explicit SessionsService(ServerState& state) : state_(state) {}
 
+  // Each `request` is the serialised request message; `response` receives the serialised reply.
   grpc::ServerUnaryReactor* CreateSession(grpc::CallbackServerContext* context,
-                                          const v1::CreateSessionRequest* request,
-                                          v1::Session* response) override;
+                                          const grpc::ByteBuffer* request,
+                                          grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* GetSession(grpc::CallbackServerContext* context,
-                                       const v1::GetSessionRequest* request,
-                                       v1::Session* response) override;
+                                       const grpc::ByteBuffer* request,
+                                       grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* ListSessions(grpc::CallbackServerContext* context,
-                                         const v1::ListSessionsRequest* request,
-                                         v1::ListSessionsResponse* response) override;
+                                         const grpc::ByteBuffer* request,
+                                         grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* DeleteSession(grpc::CallbackServerContext* context,
-                                          const v1::DeleteSessionRequest* request,
-                                          v1::DeleteSessionResponse* response) override;
+                                          const grpc::ByteBuffer* request,
+                                          grpc::ByteBuffer* response) override;
 
  private:
   ServerState& state_;

@@ -1,10 +1,14 @@
 // Sessions.* and Models.* against an in-process server with a tiny random model.
 #include <gtest/gtest.h>
 
+#include <grpcpp/generic/generic_stub.h>
+
 #include <set>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
 #include "tests/server/test_server.h"
 
 namespace mnemo::server::testing {
@@ -164,6 +168,52 @@ TEST_F(SessionsModelsTest, ListAndGetModels) {
   status = models_->ListModels(ContextWithTimeout(absl::Seconds(10)).get(), request, &listed);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_TRUE(absl::StrContains(status.error_message(), "page_size")) << status.error_message();
+}
+
+// Sends `bytes` as the request of a unary method, bypassing protobuf (which will not build a
+// string field holding invalid UTF-8; other clients can).
+grpc::Status RawUnary(const std::shared_ptr<grpc::Channel>& channel, const std::string& method,
+                      const std::string& bytes) {
+  grpc::GenericStub stub(channel);
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(30)));
+  grpc::Slice slice(bytes);
+  grpc::ByteBuffer request(&slice, 1), response;
+  absl::Notification done;
+  grpc::Status status;
+  stub.UnaryCall(&context, method, grpc::StubOptions(), &request, &response, [&](grpc::Status s) {
+    status = std::move(s);
+    done.Notify();
+  });
+  done.WaitForNotification();
+  return status;
+}
+
+TEST_F(SessionsModelsTest, NonUtf8IdsAreInvalidArgumentNamingTheField) {
+  const std::string bad = "id\xff";
+  // Field 1 (session_id / name) or 2 (page_token), length-delimited.
+  const std::string field1 = std::string("\x0a") + static_cast<char>(bad.size()) + bad;
+  const std::string field2 = std::string("\x12") + static_cast<char>(bad.size()) + bad;
+  struct Case {
+    const char* method;
+    std::string bytes;
+    const char* field;
+  };
+  const Case cases[] = {
+      {"/mnemo.v1.Sessions/CreateSession", field1, "session_id"},
+      {"/mnemo.v1.Sessions/GetSession", field1, "session_id"},
+      {"/mnemo.v1.Sessions/DeleteSession", field1, "session_id"},
+      {"/mnemo.v1.Sessions/ListSessions", field2, "page_token"},
+      {"/mnemo.v1.Models/GetModel", field1, "name"},
+      {"/mnemo.v1.Models/ListModels", field2, "page_token"},
+  };
+  for (const Case& c : cases) {
+    const grpc::Status status = RawUnary(server_.channel(), c.method, c.bytes);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << c.method;
+    EXPECT_EQ(status.error_message(), std::string(c.field) + " is not valid UTF-8") << c.method;
+  }
+  // Well-formed raw requests still work through the same path.
+  EXPECT_TRUE(RawUnary(server_.channel(), "/mnemo.v1.Sessions/ListSessions", "").ok());
 }
 
 }  // namespace
