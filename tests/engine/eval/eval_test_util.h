@@ -8,18 +8,14 @@
 #include <string>
 
 #include "engine/model/model.h"
+#include "tests/engine/tiny_model.h"
 
 namespace mnemo::eval::testing {
 
 // 2 layers, d 32, seg_len 16, mem_len 12, compressed memory and a kNN layer: small enough
 // that a few KB of text runs in well under a second.
 inline model::ModelConfig TinyConfig() {
-  model::ModelConfig c;
-  c.n_layers = 2;
-  c.d_model = 32;
-  c.n_heads = 2;
-  c.d_head = 16;
-  c.d_ff = 64;
+  model::ModelConfig c = ::mnemo::testing::TinyModelConfig();
   c.seg_len = 16;
   c.mem_len = 12;
   c.cmem_len = 6;

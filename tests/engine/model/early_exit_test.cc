@@ -6,17 +6,16 @@
 #include <vector>
 
 #include "engine/model/model.h"
+#include "tests/engine/tiny_model.h"
 
 namespace mnemo::model {
 namespace {
 
+using ::mnemo::testing::RandomBytes;
+
 ModelConfig Config() {
-  ModelConfig c;
+  ModelConfig c = ::mnemo::testing::TinyModelConfig();
   c.n_layers = 3;
-  c.d_model = 32;
-  c.n_heads = 2;
-  c.d_head = 16;
-  c.d_ff = 64;
   c.seg_len = 16;
   c.mem_len = 16;
   c.cmem_len = 4;
@@ -25,13 +24,6 @@ ModelConfig Config() {
   c.knn_topk = 4;
   c.knn_mem_len = 32;
   return c;
-}
-
-std::vector<int> RandomBytes(int n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<int> tokens = {kBosId};
-  while (static_cast<int>(tokens.size()) < n) tokens.push_back(static_cast<int>(rng() % 256));
-  return tokens;
 }
 
 float MaxDiff(const torch::Tensor& a, const torch::Tensor& b) {

@@ -11,17 +11,15 @@
 #include <vector>
 
 #include "engine/model/model.h"
+#include "tests/engine/tiny_model.h"
 
 namespace mnemo::model {
 namespace {
 
+using ::mnemo::testing::RandomBytes;
+
 ModelConfig SmallConfig(int cmem_len, Compression compression, int knn_len = 0) {
-  ModelConfig c;
-  c.n_layers = 2;
-  c.d_model = 32;
-  c.n_heads = 2;
-  c.d_head = 16;
-  c.d_ff = 64;
+  ModelConfig c = ::mnemo::testing::TinyModelConfig();
   c.seg_len = 16;
   c.mem_len = 12;
   c.cmem_len = cmem_len;
@@ -32,15 +30,6 @@ ModelConfig SmallConfig(int cmem_len, Compression compression, int knn_len = 0) 
   c.knn_topk = 4;
   c.knn_mem_len = knn_len;
   return c;
-}
-
-// Random bytes: no two positions share a key, so top-k retrieval has no near-ties whose order
-// could flip with float rounding.
-std::vector<int> RandomBytes(int n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<int> tokens = {kBosId};
-  while (static_cast<int>(tokens.size()) < n) tokens.push_back(static_cast<int>(rng() % 256));
-  return tokens;
 }
 
 std::vector<int> Text(int n, uint32_t seed) {

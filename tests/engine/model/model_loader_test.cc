@@ -9,6 +9,7 @@
 
 #include "engine/model/model.h"
 #include "engine/model/safetensors.h"
+#include "tests/engine/tiny_model.h"
 
 namespace mnemo::model {
 namespace {
@@ -16,12 +17,7 @@ namespace {
 namespace fs = std::filesystem;
 
 ModelConfig TinyConfig() {
-  ModelConfig c;
-  c.n_layers = 2;
-  c.d_model = 32;
-  c.n_heads = 2;
-  c.d_head = 16;
-  c.d_ff = 64;
+  ModelConfig c = ::mnemo::testing::TinyModelConfig();
   c.seg_len = 8;
   c.mem_len = 8;
   c.cmem_len = 4;

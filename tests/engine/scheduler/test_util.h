@@ -16,17 +16,13 @@
 #include "engine/generate_stream.h"
 #include "engine/model/model.h"
 #include "engine/types.h"
+#include "tests/engine/tiny_model.h"
 
 namespace mnemo::testing {
 
 inline model::ModelConfig TinyConfig() {
-  model::ModelConfig c;
+  model::ModelConfig c = TinyModelConfig();
   c.name = "tiny";
-  c.n_layers = 2;
-  c.d_model = 32;
-  c.n_heads = 2;
-  c.d_head = 16;
-  c.d_ff = 64;
   c.seg_len = 16;
   c.mem_len = 16;
   c.cmem_len = 8;
