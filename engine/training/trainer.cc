@@ -6,6 +6,7 @@
 #include <torch/serialize.h>
 
 #include <cmath>
+#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -212,6 +213,8 @@ absl::Status TrainImpl(const TrainerOptions& o) {
   Progress progress("train");
   const double start_seconds = state.seconds;
   double smoothed_bpb = NAN;
+  constexpr size_t kRateWindow = 20;                  // steps the displayed tok/s spans
+  std::deque<std::pair<double, int64_t>> recent;   // (seconds, tokens) after each step
 
   auto validate = [&]() -> absl::Status {
     MNEMO_ASSIGN_OR_RETURN(double bpb, ValidationBpb(*net, corpus.validation, o.eval_files, o.eval_bytes, device));
@@ -262,9 +265,16 @@ absl::Status TrainImpl(const TrainerOptions& o) {
     }
     double fraction = static_cast<double>(state.step) / o.steps;
     if (o.max_minutes > 0) fraction = std::max(fraction, state.seconds / 60 / o.max_minutes);
+    // The rate over the last steps: a cumulative average hides a run that slows down.
+    recent.emplace_back(state.seconds, state.tokens);
+    if (recent.size() > kRateWindow) recent.pop_front();
+    const double window_seconds = recent.back().first - recent.front().first;
+    const double rate = window_seconds > 0
+                            ? (recent.back().second - recent.front().second) / window_seconds
+                            : 0.0;
     progress.Update(fraction, absl::StrFormat("step %d/%d | %.0f tok/s | train %.3f bpb | val %.3f bpb | epoch %d",
-                                              state.step, o.steps, (state.tokens) / std::max(1e-9, state.seconds),
-                                              smoothed_bpb, state.last_validation_bpb, batcher.epoch()));
+                                              state.step, o.steps, rate, smoothed_bpb,
+                                              state.last_validation_bpb, batcher.epoch()));
   }
   MNEMO_RETURN_IF_ERROR(validate());
   progress.Finish(absl::StrFormat("%d steps, validation %.4f bpb", state.step, state.last_validation_bpb));

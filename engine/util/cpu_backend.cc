@@ -1,5 +1,9 @@
 #include "engine/util/cpu_backend.h"
 
+#if defined(__SSE__)
+#include <xmmintrin.h>
+#endif
+
 #include <dlfcn.h>
 #include <unistd.h>
 
@@ -37,7 +41,17 @@ bool IsFallbackCore(const std::string& core) {
 
 }  // namespace
 
+void FlushDenormalsToZero() {
+#if defined(__SSE__)
+  // FTZ (bit 15): denormal results become 0; DAZ (bit 6): denormal inputs read as 0.
+  _mm_setcsr(_mm_getcsr() | 0x8040);
+#endif
+}
+
 void ConfigureCpuRuntime(char** argv) {
+  // Threads inherit the floating-point environment of the thread that creates them, so doing
+  // this before LibTorch or OpenMP start any thread covers every worker.
+  if (std::getenv("MNEMO_KEEP_DENORMALS") == nullptr) FlushDenormalsToZero();
   if (std::getenv("MNEMO_KEEP_CPU_RUNTIME") != nullptr) return;
   bool changed = false;
   if (std::getenv("OPENBLAS_CORETYPE") == nullptr) {
