@@ -1,0 +1,156 @@
+#include "engine/knn/ivf_head_index.h"
+
+#include <faiss/Clustering.h>
+#include <faiss/IndexFlat.h>
+#include <faiss/IndexIVFFlat.h>
+#include <faiss/clone_index.h>
+#include <faiss/impl/IDSelector.h>
+#include <faiss/invlists/InvertedLists.h>
+
+#include <algorithm>
+#include <exception>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace mnemo::knn {
+namespace {
+
+// Rows per coarse-assignment product: keeps the [rows, nlist] score block near 16 MB.
+int64_t AssignChunk(int64_t nlist) { return std::max<int64_t>(1, (int64_t{1} << 22) / nlist); }
+
+// Spherical k-means of x [n, d] (n >= nlist) into nlist unit centroids [nlist, d]. FAISS samples
+// at most train_points_per_list * nlist of the points.
+torch::Tensor KMeans(const torch::Tensor& x, const IvfOptions& options) {
+  const int64_t d = x.size(1);
+  const int k = options.nlist;
+  faiss::ClusteringParameters cp;
+  cp.niter = options.train_iterations;
+  cp.spherical = true;  // unit-norm centroids: the right k-means for inner-product search
+  cp.max_points_per_centroid = options.train_points_per_list;
+  cp.min_points_per_centroid = 1;  // few points per list is a choice here, not a mistake
+  cp.seed = static_cast<int>(options.seed & 0x7fffffff);
+  faiss::Clustering clustering(static_cast<int>(d), k, cp);
+  faiss::IndexFlatIP assign(d);
+  clustering.train(x.size(0), x.data_ptr<float>(), assign);
+  return torch::from_blob(clustering.centroids.data(), {k, d}, torch::kFloat32).clone();
+}
+
+}  // namespace
+
+IvfHeadIndex::~IvfHeadIndex() = default;
+
+absl::StatusOr<std::unique_ptr<IvfHeadIndex>> IvfHeadIndex::Train(const torch::Tensor& sample,
+                                                                  const IvfOptions& options) {
+  const int64_t n = sample.size(0), d = sample.size(1);
+  if (options.nlist < 1 || n < options.nlist) {
+    return absl::InvalidArgumentError(absl::StrCat("IVF training needs at least nlist = ",
+                                                   options.nlist, " points; got ", n));
+  }
+  torch::Tensor x = sample.to(torch::kFloat32).contiguous();
+  std::unique_ptr<IvfHeadIndex> out(new IvfHeadIndex());
+  try {
+    out->centroids_ = KMeans(x, options);
+    auto quantizer = std::make_unique<faiss::IndexFlatIP>(d);
+    quantizer->add(options.nlist, out->centroids_.data_ptr<float>());
+    out->index_ = std::make_unique<faiss::IndexIVFFlat>(quantizer.get(), d, options.nlist,
+                                                        faiss::METRIC_INNER_PRODUCT);
+    out->index_->own_fields = true;
+    quantizer.release();  // now owned by the index
+    out->index_->nprobe = std::min(options.nprobe, options.nlist);
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat("IVF training failed: ", e.what()));
+  }
+  return out;
+}
+
+std::unique_ptr<IvfHeadIndex> IvfHeadIndex::Clone() const {
+  std::unique_ptr<IvfHeadIndex> out(new IvfHeadIndex());
+  out->index_.reset(dynamic_cast<faiss::IndexIVFFlat*>(faiss::clone_index(index_.get())));
+  out->centroids_ = centroids_.clone();
+  out->oldest_id_ = oldest_id_;
+  return out;
+}
+
+void IvfHeadIndex::Add(const torch::Tensor& keys, int64_t first_id) {
+  const int64_t n = keys.size(0);
+  if (n == 0) return;
+  torch::Tensor list_ids = Assign(keys, 1).first.contiguous();  // [n, 1]
+  std::vector<int64_t> ids(n);
+  for (int64_t i = 0; i < n; ++i) ids[i] = first_id + i;
+  index_->add_core(n, keys.data_ptr<float>(), ids.data(), list_ids.data_ptr<int64_t>());
+}
+
+void IvfHeadIndex::EvictBelow(int64_t below) {
+  if (below <= oldest_id_) return;
+  auto* lists = dynamic_cast<faiss::ArrayInvertedLists*>(index_->invlists);
+  const size_t code_size = index_->code_size;
+  int64_t removed = 0;
+  for (size_t l = 0; l < lists->ids.size(); ++l) {
+    std::vector<faiss::Index::idx_t>& ids = lists->ids[l];
+    const auto cut = std::lower_bound(ids.begin(), ids.end(), below);
+    const size_t count = cut - ids.begin();
+    if (count == 0) continue;
+    ids.erase(ids.begin(), cut);
+    std::vector<uint8_t>& codes = lists->codes[l];
+    codes.erase(codes.begin(), codes.begin() + count * code_size);
+    removed += static_cast<int64_t>(count);
+  }
+  index_->ntotal -= removed;
+  oldest_id_ = below;
+}
+
+std::pair<torch::Tensor, torch::Tensor> IvfHeadIndex::Assign(const torch::Tensor& queries,
+                                                             int nprobe) const {
+  const int64_t n = queries.size(0), nlist = centroids_.size(0);
+  nprobe = static_cast<int>(std::min<int64_t>(nprobe, nlist));
+  torch::Tensor lists = torch::empty({n, nprobe}, torch::kInt64);
+  torch::Tensor scores = torch::empty({n, nprobe}, torch::kFloat32);
+  const int64_t chunk = AssignChunk(nlist);
+  for (int64_t start = 0; start < n; start += chunk) {
+    const int64_t rows = std::min(chunk, n - start);
+    torch::Tensor s = torch::mm(queries.narrow(0, start, rows), centroids_.t());  // [rows, nlist]
+    if (nprobe == 1) {
+      auto best = s.max(1, /*keepdim=*/true);
+      scores.narrow(0, start, rows).copy_(std::get<0>(best));
+      lists.narrow(0, start, rows).copy_(std::get<1>(best));
+    } else {
+      auto best = s.topk(nprobe, 1);
+      scores.narrow(0, start, rows).copy_(std::get<0>(best));
+      lists.narrow(0, start, rows).copy_(std::get<1>(best));
+    }
+  }
+  return {lists, scores};
+}
+
+void IvfHeadIndex::Search(int64_t n, const float* queries, int64_t k, const int64_t* assign,
+                          const float* centroid_scores, int nprobe, int64_t lo, int64_t hi,
+                          float* scores, int64_t* ids) const {
+  faiss::SearchParametersIVF params;
+  params.nprobe = nprobe;
+  // Lists hold ascending ids, so FAISS can binary-search the window in each list.
+  faiss::IDSelectorRange window(lo, hi, /*assume_sorted=*/true);
+  params.sel = &window;
+  index_->search_preassigned(n, queries, k, assign, centroid_scores, scores, ids,
+                             /*store_pairs=*/false, &params);
+}
+
+int64_t IvfHeadIndex::size() const { return index_->ntotal; }
+
+int IvfHeadIndex::nlist() const { return static_cast<int>(index_->nlist); }
+
+int64_t IvfHeadIndex::bytes() const {
+  int64_t total = 0;
+  const auto* lists = dynamic_cast<const faiss::ArrayInvertedLists*>(index_->invlists);
+  for (size_t l = 0; l < lists->ids.size(); ++l) {
+    total += static_cast<int64_t>(lists->codes[l].capacity() +
+                                  lists->ids[l].capacity() * sizeof(faiss::Index::idx_t) +
+                                  sizeof(lists->codes[l]) + sizeof(lists->ids[l]));
+  }
+  // The quantizer's centroids plus our LibTorch copy of them.
+  total += 2 * centroids_.numel() * static_cast<int64_t>(sizeof(float));
+  return total;
+}
+
+}  // namespace mnemo::knn

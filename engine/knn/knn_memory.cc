@@ -1,0 +1,394 @@
+#include "engine/knn/knn_memory.h"
+
+#include <ATen/Parallel.h>
+
+#include <algorithm>
+#include <cmath>
+#include <exception>
+#include <limits>
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "engine/knn/ivf_head_index.h"
+
+namespace mnemo::knn {
+namespace {
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+// Scores per exact-search block: [H, rows, size] stays near 16 MB whatever the query count.
+constexpr int64_t kExactBlockScores = int64_t{1} << 22;
+
+absl::Status CheckFloatCpu(const torch::Tensor& t, const char* name) {
+  if (!t.defined()) return absl::InvalidArgumentError(absl::StrCat(name, " is undefined"));
+  if (t.scalar_type() != torch::kFloat32 || !t.device().is_cpu()) {
+    return absl::InvalidArgumentError(absl::StrCat(name, " must be a float32 CPU tensor"));
+  }
+  return absl::OkStatus();
+}
+
+std::string ShapeOf(const torch::Tensor& t) {
+  std::string out = "[";
+  for (int64_t i = 0; i < t.dim(); ++i) absl::StrAppend(&out, i ? ", " : "", t.size(i));
+  return out + "]";
+}
+
+// Queries batched into one FAISS call: rows [begin, end) of the reordered queries, the union
+// [lo, hi) of their windows and the candidates each needs (k + union minus own window).
+struct QueryGroup {
+  int64_t begin = 0, end = 0;
+  int64_t lo = 0, hi = 0;
+  int64_t min_length = 0;
+  int64_t candidates = 0;
+};
+
+}  // namespace
+
+int DefaultNlist(int64_t capacity, int64_t exact_threshold) {
+  const double log2_lists =
+      2.0 + 0.5 * std::log2(static_cast<double>(std::max<int64_t>(capacity, 1)));
+  int exponent = std::clamp(static_cast<int>(std::lround(log2_lists)), 6, 12);
+  while (exponent > 0 && (int64_t{16} << exponent) > exact_threshold) --exponent;
+  return 1 << exponent;
+}
+
+int DefaultNprobe(int nlist) { return std::max(8, nlist / 128); }
+
+const char* KnnModeName(KnnMode mode) { return mode == KnnMode::kExact ? "exact" : "ivf"; }
+
+KnnMemory::KnnMemory(const KnnMemoryConfig& config)
+    : config_(config), next_position_(config.first_position) {}
+
+KnnMemory::~KnnMemory() = default;
+
+absl::StatusOr<std::unique_ptr<KnnMemory>> KnnMemory::Create(const KnnMemoryConfig& config) {
+  if (config.heads < 1 || config.dim < 1 || config.capacity < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("kNN memory needs heads, dim and capacity >= 1; got heads=", config.heads,
+                     " dim=", config.dim, " capacity=", config.capacity));
+  }
+  if (config.first_position < 0 || config.exact_threshold < 0 || config.nlist < 0 ||
+      config.nprobe < 0 || config.train_iterations < 1 || config.train_points_per_list < 1 ||
+      config.group_spread < 0) {
+    return absl::InvalidArgumentError(
+        "kNN memory: first_position, exact_threshold, nlist, nprobe, group_spread must be >= 0 "
+        "and train_iterations, train_points_per_list >= 1");
+  }
+  KnnMemoryConfig resolved = config;
+  if (config.capacity > config.exact_threshold) {
+    if (resolved.nlist == 0) resolved.nlist = DefaultNlist(config.capacity, config.exact_threshold);
+    if (resolved.nprobe == 0) resolved.nprobe = DefaultNprobe(resolved.nlist);
+    if (resolved.nlist > config.exact_threshold + 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "kNN memory: nlist ", resolved.nlist, " exceeds the ", config.exact_threshold + 1,
+          " entries its quantizer is trained on (exact_threshold + 1)"));
+    }
+  }
+  std::unique_ptr<KnnMemory> memory(new KnnMemory(resolved));
+  try {
+    const int64_t c = config.capacity;
+    memory->keys_ = torch::empty({config.heads, c, config.dim}, torch::kFloat32);
+    memory->values_ = torch::empty({config.heads, c, config.dim}, torch::kFloat32);
+    memory->slot_positions_ = torch::full({c}, -1, torch::kInt64);
+  } catch (const std::exception& e) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("kNN memory: cannot allocate rings of ", config.capacity, " x ",
+                     config.heads, " x ", config.dim, ": ", e.what()));
+  }
+  // Lazy IVF eviction: a pass over the lists once per 1/64 of the capacity.
+  memory->evict_chunk_ = std::max<int64_t>(1, config.capacity / 64);
+  return memory;
+}
+
+int64_t KnnMemory::size() const {
+  return std::min(next_position_ - config_.first_position, config_.capacity);
+}
+
+int KnnMemory::nlist() const { return ivf_.empty() ? 0 : ivf_[0]->nlist(); }
+
+int64_t KnnMemory::bytes() const {
+  int64_t total = keys_.numel() * keys_.element_size() + values_.numel() * values_.element_size() +
+                  slot_positions_.numel() * slot_positions_.element_size();
+  for (const auto& index : ivf_) total += index->bytes();
+  return total;
+}
+
+absl::Status KnnMemory::Append(const torch::Tensor& keys, const torch::Tensor& values) {
+  if (absl::Status s = CheckFloatCpu(keys, "keys"); !s.ok()) return s;
+  if (absl::Status s = CheckFloatCpu(values, "values"); !s.ok()) return s;
+  const int64_t h = config_.heads, d = config_.dim;
+  if (keys.dim() != 3 || keys.size(1) != h || keys.size(2) != d ||
+      !values.sizes().equals(keys.sizes())) {
+    return absl::InvalidArgumentError(absl::StrCat("Append: keys and values must both be [n, ", h,
+                                                   ", ", d, "]; got keys ", ShapeOf(keys),
+                                                   ", values ", ShapeOf(values)));
+  }
+  const int64_t n = keys.size(0);
+  if (n == 0) return absl::OkStatus();
+  try {
+    // Only the last `capacity` positions of a long append survive it.
+    const int64_t kept = std::min(n, capacity());
+    const int64_t first = next_position_ + n - kept;
+    torch::Tensor k_src = keys.narrow(0, n - kept, kept).transpose(0, 1);    // [H, kept, d]
+    torch::Tensor v_src = values.narrow(0, n - kept, kept).transpose(0, 1);  // [H, kept, d]
+    torch::Tensor p_src = torch::arange(first, first + kept, torch::kInt64);
+    // The slots are one run, or two when the run wraps past the end of the ring.
+    const int64_t slot = SlotOf(first), head_run = std::min(kept, capacity() - slot);
+    keys_.narrow(1, slot, head_run).copy_(k_src.narrow(1, 0, head_run));
+    values_.narrow(1, slot, head_run).copy_(v_src.narrow(1, 0, head_run));
+    slot_positions_.narrow(0, slot, head_run).copy_(p_src.narrow(0, 0, head_run));
+    if (kept > head_run) {
+      const int64_t rest = kept - head_run;
+      keys_.narrow(1, 0, rest).copy_(k_src.narrow(1, head_run, rest));
+      values_.narrow(1, 0, rest).copy_(v_src.narrow(1, head_run, rest));
+      slot_positions_.narrow(0, 0, rest).copy_(p_src.narrow(0, head_run, rest));
+    }
+    next_position_ += n;
+
+    if (mode() == KnnMode::kIvf) {
+      AddToIvf(first, kept);
+      // Entries below oldest_position() are never returned (searches select their window), so
+      // they are dropped in chunks rather than on every append.
+      if (oldest_position() - ivf_floor_ >= evict_chunk_) {
+        for (auto& index : ivf_) index->EvictBelow(oldest_position());
+        ivf_floor_ = oldest_position();
+      }
+    } else if (size() > config_.exact_threshold) {
+      return BuildIvf();
+    }
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat("kNN memory Append failed: ", e.what()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status KnnMemory::BuildIvf() {
+  IvfOptions options;
+  options.nlist = config_.nlist;
+  options.nprobe = config_.nprobe;
+  options.train_iterations = config_.train_iterations;
+  options.train_points_per_list = config_.train_points_per_list;
+  std::vector<std::unique_ptr<IvfHeadIndex>> built;
+  for (int h = 0; h < config_.heads; ++h) {
+    options.seed = config_.seed + h;
+    // Slots [0, size) are exactly the entries present, in some rotation: fine for k-means.
+    absl::StatusOr<std::unique_ptr<IvfHeadIndex>> index =
+        IvfHeadIndex::Train(keys_[h].narrow(0, 0, size()), options);
+    if (!index.ok()) return index.status();
+    built.push_back(std::move(index).value());
+  }
+  ivf_ = std::move(built);
+  ivf_floor_ = oldest_position();
+  AddToIvf(oldest_position(), size());
+  return absl::OkStatus();
+}
+
+void KnnMemory::AddToIvf(int64_t first, int64_t count) {
+  const int64_t slot = SlotOf(first), head_run = std::min(count, capacity() - slot);
+  for (int h = 0; h < config_.heads; ++h) {
+    torch::Tensor ring = keys_[h];  // [capacity, d], contiguous
+    // In position order, so every list keeps ascending ids.
+    ivf_[h]->Add(ring.narrow(0, slot, head_run), first);
+    if (count > head_run) ivf_[h]->Add(ring.narrow(0, 0, count - head_run), first + head_run);
+  }
+}
+
+absl::StatusOr<KnnResult> KnnMemory::Search(const torch::Tensor& queries, int k,
+                                            const torch::Tensor& lo,
+                                            const torch::Tensor& hi) const {
+  if (absl::Status s = CheckFloatCpu(queries, "queries"); !s.ok()) return s;
+  const int64_t h = config_.heads, d = config_.dim;
+  if (queries.dim() != 3 || queries.size(0) != h || queries.size(2) != d) {
+    return absl::InvalidArgumentError(absl::StrCat("Search: queries must be [", h, ", Q, ", d,
+                                                   "]; got ", ShapeOf(queries)));
+  }
+  const int64_t q = queries.size(1);
+  if (k < 1 || k > capacity()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Search: k must be in [1, capacity = ", capacity(), "]; got ", k));
+  }
+  for (const auto& [t, name] : {std::pair{&lo, "lo"}, std::pair{&hi, "hi"}}) {
+    if (!t->defined() || t->scalar_type() != torch::kInt64 || !t->device().is_cpu() ||
+        t->dim() != 1 || t->size(0) != q) {
+      return absl::InvalidArgumentError(absl::StrCat("Search: ", name, " must be a [", q,
+                                                     "] int64 CPU tensor"));
+    }
+  }
+  torch::Tensor lo_c = lo.contiguous(), hi_c = hi.contiguous();
+  const int64_t* lo_p = lo_c.data_ptr<int64_t>();
+  const int64_t* hi_p = hi_c.data_ptr<int64_t>();
+  for (int64_t i = 0; i < q; ++i) {
+    if (lo_p[i] > hi_p[i]) {
+      return absl::InvalidArgumentError(absl::StrCat("Search: query ", i, " has lo ", lo_p[i],
+                                                     " > hi ", hi_p[i]));
+    }
+    if (lo_p[i] < hi_p[i] && std::max(lo_p[i], config_.first_position) < oldest_position()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "Search: query ", i, " window [", lo_p[i], ", ", hi_p[i],
+          ") reaches evicted positions (retained: [", oldest_position(), ", ", next_position_,
+          ")); the memory's capacity ", capacity(), " is too small for the caller's windows"));
+    }
+  }
+  try {
+    torch::Tensor qc = queries.contiguous();
+    torch::Tensor positions = mode() == KnnMode::kExact ? SearchExact(qc, k, lo_c, hi_c)
+                                                        : SearchIvf(qc, k, lo_c, hi_c);
+    return Finish(qc, std::move(positions));
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat("kNN memory Search failed: ", e.what()));
+  }
+}
+
+torch::Tensor KnnMemory::SearchExact(const torch::Tensor& queries, int k, const torch::Tensor& lo,
+                                     const torch::Tensor& hi) const {
+  const int64_t h = config_.heads, q = queries.size(1), filled = size();
+  torch::Tensor out = torch::full({h, q, k}, -1, torch::kInt64);
+  if (filled == 0 || q == 0) return out;
+  // Until the ring wraps only slots [0, filled) hold entries; after, all of them do.
+  torch::Tensor keys = keys_.narrow(1, 0, filled);                // [H, filled, d]
+  torch::Tensor held = slot_positions_.narrow(0, 0, filled);      // [filled]
+  const int64_t top = std::min<int64_t>(k, filled);
+  const int64_t block = std::max<int64_t>(1, kExactBlockScores / (h * filled));
+  for (int64_t start = 0; start < q; start += block) {
+    const int64_t rows = std::min(block, q - start);
+    torch::Tensor scores = torch::matmul(queries.narrow(1, start, rows),
+                                         keys.transpose(1, 2));  // [H, rows, filled]
+    torch::Tensor inside = held.unsqueeze(0).ge(lo.narrow(0, start, rows).unsqueeze(1)) &
+                           held.unsqueeze(0).lt(hi.narrow(0, start, rows).unsqueeze(1));
+    scores.masked_fill_(inside.logical_not().unsqueeze(0), kNegInf);  // [rows, filled] mask
+    auto best = scores.topk(top, 2);                                  // [H, rows, top]
+    torch::Tensor found = held.index_select(0, std::get<1>(best).reshape({-1}))
+                              .view({h, rows, top})
+                              .masked_fill(std::get<0>(best).eq(kNegInf), -1);
+    out.narrow(1, start, rows).narrow(2, 0, top).copy_(found);
+  }
+  return out;
+}
+
+torch::Tensor KnnMemory::SearchIvf(const torch::Tensor& queries, int k, const torch::Tensor& lo,
+                                   const torch::Tensor& hi) const {
+  const int64_t h = config_.heads, q = queries.size(1), d = config_.dim;
+  torch::Tensor out = torch::full({h, q, k}, -1, torch::kInt64);
+  const int64_t* lo_p = lo.data_ptr<int64_t>();
+  const int64_t* hi_p = hi.data_ptr<int64_t>();
+  auto clamp_lo = [&](int64_t i) { return std::max(lo_p[i], oldest_position()); };
+  auto clamp_hi = [&](int64_t i) { return std::min(hi_p[i], next_position_); };
+
+  // Group queries (in order, skipping empty windows) while every member's window covers all but
+  // `spread` positions of the group's union: then k + spread candidates from the union contain
+  // each member's top k among the probed lists.
+  const int64_t spread = config_.group_spread > 0 ? config_.group_spread : k;
+  std::vector<int64_t> order;
+  std::vector<QueryGroup> groups;
+  for (int64_t i = 0; i < q; ++i) {
+    const int64_t a = clamp_lo(i), b = clamp_hi(i);
+    if (a >= b) continue;
+    if (!groups.empty()) {
+      QueryGroup& g = groups.back();
+      const int64_t ulo = std::min(g.lo, a), uhi = std::max(g.hi, b);
+      const int64_t shortest = std::min(g.min_length, b - a);
+      if ((uhi - ulo) - shortest <= spread) {
+        g.lo = ulo, g.hi = uhi, g.min_length = shortest, g.end += 1;
+        order.push_back(i);
+        continue;
+      }
+    }
+    const int64_t row = static_cast<int64_t>(order.size());
+    groups.push_back({row, row + 1, a, b, b - a, 0});
+    order.push_back(i);
+  }
+  if (groups.empty()) return out;
+  std::vector<int64_t> offsets;  // into the per-head candidate buffers
+  int64_t total = 0;
+  for (QueryGroup& g : groups) {
+    g.candidates = std::min<int64_t>(k + (g.hi - g.lo) - g.min_length, g.hi - g.lo);
+    offsets.push_back(total);
+    total += (g.end - g.begin) * g.candidates;
+  }
+
+  const int64_t rows = static_cast<int64_t>(order.size());
+  torch::Tensor picked = queries.index_select(
+      1, torch::from_blob(order.data(), {rows}, torch::kInt64));  // [H, rows, d]
+  std::vector<torch::Tensor> lists(h), centroid_scores(h);        // [rows, nprobe] each
+  for (int64_t head = 0; head < h; ++head) {
+    std::tie(lists[head], centroid_scores[head]) = ivf_[head]->Assign(picked[head], config_.nprobe);
+  }
+  const int nprobe = static_cast<int>(lists[0].size(1));
+  std::vector<std::vector<float>> cand_scores(h, std::vector<float>(total));
+  std::vector<std::vector<int64_t>> cand_ids(h, std::vector<int64_t>(total));
+  const int64_t num_groups = static_cast<int64_t>(groups.size());
+  auto run = [&](int64_t task) {
+    const int64_t head = task / num_groups;
+    const QueryGroup& g = groups[task % num_groups];
+    const int64_t off = offsets[task % num_groups];
+    ivf_[head]->Search(g.end - g.begin, picked[head].data_ptr<float>() + g.begin * d,
+                       g.candidates, lists[head].data_ptr<int64_t>() + g.begin * nprobe,
+                       centroid_scores[head].data_ptr<float>() + g.begin * nprobe, nprobe, g.lo,
+                       g.hi, cand_scores[head].data() + off, cand_ids[head].data() + off);
+  };
+  // FAISS splits one call's queries across threads itself; with several calls, run them side by
+  // side instead (a decode step is one query per head: the heads in parallel).
+  const int64_t tasks = h * num_groups;
+  if (tasks > 1 && at::get_num_threads() > 1) {
+    at::parallel_for(0, tasks, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t t = begin; t < end; ++t) run(t);
+    });
+  } else {
+    for (int64_t t = 0; t < tasks; ++t) run(t);
+  }
+
+  auto found = out.accessor<int64_t, 3>();
+  for (int64_t head = 0; head < h; ++head) {
+    for (int64_t gi = 0; gi < num_groups; ++gi) {
+      const QueryGroup& g = groups[gi];
+      for (int64_t r = g.begin; r < g.end; ++r) {
+        const int64_t i = order[r];
+        const int64_t a = clamp_lo(i), b = clamp_hi(i);
+        const int64_t* ids = cand_ids[head].data() + offsets[gi] + (r - g.begin) * g.candidates;
+        int64_t taken = 0;
+        for (int64_t j = 0; j < g.candidates && taken < k; ++j) {
+          if (ids[j] >= a && ids[j] < b) found[head][i][taken++] = ids[j];
+        }
+      }
+    }
+  }
+  return out;
+}
+
+KnnResult KnnMemory::Finish(const torch::Tensor& queries, torch::Tensor positions) const {
+  const int64_t h = config_.heads, q = positions.size(1), k = positions.size(2), d = config_.dim;
+  KnnResult r;
+  r.valid = positions.ge(0);  // [H, Q, k]
+  torch::Tensor slots = torch::where(r.valid, (positions - config_.first_position) % capacity(),
+                                     torch::zeros_like(positions));
+  torch::Tensor gather = slots.reshape({h, q * k, 1}).expand({h, q * k, d});
+  torch::Tensor hidden = r.valid.logical_not().unsqueeze(-1);  // [H, Q, k, 1]
+  r.keys = keys_.gather(1, gather).view({h, q, k, d}).masked_fill_(hidden, 0.0f);
+  r.values = values_.gather(1, gather).view({h, q, k, d}).masked_fill_(hidden, 0.0f);
+  // Exact inner products from the stored keys, whichever mode found the hits.
+  r.scores = (queries.unsqueeze(2) * r.keys).sum(-1);  // [H, Q, k], 0 where invalid
+  torch::Tensor order = std::get<1>(
+      r.scores.masked_fill(r.valid.logical_not(), kNegInf).sort(/*stable=*/true, 2, true));
+  torch::Tensor order_d = order.unsqueeze(-1).expand({h, q, k, d});
+  r.keys = r.keys.gather(2, order_d);
+  r.values = r.values.gather(2, order_d);
+  r.scores = r.scores.gather(2, order);
+  r.valid = r.valid.gather(2, order);
+  r.positions = positions.gather(2, order);
+  return r;
+}
+
+std::unique_ptr<KnnMemory> KnnMemory::Clone() const {
+  std::unique_ptr<KnnMemory> copy(new KnnMemory(config_));
+  copy->keys_ = keys_.clone();
+  copy->values_ = values_.clone();
+  copy->slot_positions_ = slot_positions_.clone();
+  copy->next_position_ = next_position_;
+  copy->evict_chunk_ = evict_chunk_;
+  copy->ivf_floor_ = ivf_floor_;
+  for (const auto& index : ivf_) copy->ivf_.push_back(index->Clone());
+  return copy;
+}
+
+}  // namespace mnemo::knn

@@ -1,0 +1,145 @@
+// KnnMemory: one session's kNN memory for one kNN layer (Memorizing Transformer, DESIGN.md §2-3):
+// per head, the (key, value) pairs of the last `capacity` positions, searchable by inner product
+// with a per-query position window.
+//
+// Owns: key and value rings (the source of truth for every result) and, once the memory has grown
+// past `exact_threshold` entries, one FAISS IVF index per head (a copy of the keys, used only to
+// find candidates). Not thread-safe: one owner (the engine's loop thread) calls it; Search may use
+// LibTorch's intra-op threads internally.
+//
+// Search modes:
+//  - exact (size <= exact_threshold): one matrix product over the ring, masked to each query's
+//    window, top-k. Identical to brute force.
+//  - IVF (from the first Append that takes size past the threshold, for good): the coarse
+//    quantizer of each head is trained once, on the entries present then, and every entry present
+//    is added; later appends are added as they come. A search asks FAISS for k + slack candidates
+//    per query (slack = entries inside the batch's union window but outside the query's own), keeps
+//    those inside the query's window and re-scores them exactly from the ring. Results are the
+//    exact top-k of the entries in the probed lists; recall depends on nprobe (see the tests).
+//
+// Positions and windows: entries are appended in position order, one per head per position,
+// starting at `first_position`. The memory retains positions [next_position - size, next_position)
+// (FIFO, oldest first; never reset). A query window [lo, hi) may extend past either end of what was
+// ever appended, but must not reach a position that was appended and then evicted: that means the
+// capacity is too small for the caller's windows, and Search returns INVALID_ARGUMENT. A model with
+// kNN window [t - mem_len - knn_len, t - mem_len) for query t that appends a segment of up to
+// seg_len positions before searching needs capacity >= knn_len + mem_len + seg_len.
+//
+// Memory: rings are float32 [heads, capacity, d] for keys and for values, allocated at Create
+// (pages are touched as they fill). At 1M entries, 4 heads, d = 64: keys 1 GiB + values 1 GiB +
+// the IVF copy of the keys ~1 GiB (+ 8 B/entry ids) ~= 3.1 GiB per session per kNN layer.
+#ifndef MNEMO_ENGINE_KNN_KNN_MEMORY_H_
+#define MNEMO_ENGINE_KNN_KNN_MEMORY_H_
+
+#include <torch/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace mnemo::knn {
+
+class IvfHeadIndex;
+
+struct KnnMemoryConfig {
+  int heads = 1;
+  int dim = 64;                     // d_head
+  int64_t capacity = 65536;         // entries (positions) per head kept, FIFO
+  int64_t first_position = 0;       // position of the first entry appended
+  int64_t exact_threshold = 65536;  // above this many entries per head, search goes through IVF
+  // IVF lists per head; 0 = DefaultNlist(capacity, exact_threshold). At most exact_threshold + 1
+  // (the quantizer is trained on the entries present when the threshold is crossed).
+  int nlist = 0;
+  int nprobe = 0;                   // lists scanned per query; 0 = DefaultNprobe(nlist)
+  // k-means iterations at the threshold crossing. Each costs sample * nlist * d per head (65K x
+  // 4096 x 64 = 17 GMAC); 4 keep most of 10's recall (docs/results/knn_memory.md).
+  int train_iterations = 4;
+  int train_points_per_list = 39;   // k-means sample cap: nlist * this many entries
+  // Queries go to FAISS in groups whose windows differ by at most this many positions (the
+  // candidate slack per query); 0 = k. Larger groups: fewer calls, more candidates each.
+  int64_t group_spread = 0;
+  uint64_t seed = 1234;             // k-means sampling and initialisation
+};
+
+// nlist for a memory of `capacity` entries: the power of two nearest 4 * sqrt(capacity) (the
+// low end of FAISS's 4..16 sqrt(N) guideline), within [64, 4096], and at most
+// exact_threshold / 16 so that k-means has >= 16 points per list (1M entries, threshold 64K ->
+// 4096 lists of ~256 entries). Many small lists probed more often beat few large ones at the same
+// scan cost (docs/results/knn_memory.md): their centroids follow the keys more closely.
+int DefaultNlist(int64_t capacity, int64_t exact_threshold);
+// nprobe for `nlist` lists: nlist / 128 (a query scans ~0.8% of the memory), at least 8.
+int DefaultNprobe(int nlist);
+
+enum class KnnMode { kExact, kIvf };
+const char* KnnModeName(KnnMode mode);
+
+// Top-k per (head, query), best first; entries beyond the visible count are invalid (zeros).
+struct KnnResult {
+  torch::Tensor keys;       // [H, Q, k, d] float32, the stored (normalised) keys of the hits
+  torch::Tensor values;     // [H, Q, k, d] float32
+  torch::Tensor scores;     // [H, Q, k] float32, exact inner products; 0 where invalid
+  torch::Tensor valid;      // [H, Q, k] bool
+  torch::Tensor positions;  // [H, Q, k] int64, -1 where invalid
+};
+
+class KnnMemory {
+ public:
+  static absl::StatusOr<std::unique_ptr<KnnMemory>> Create(const KnnMemoryConfig& config);
+  ~KnnMemory();
+  KnnMemory(const KnnMemory&) = delete;
+  KnnMemory& operator=(const KnnMemory&) = delete;
+
+  // Appends positions next_position() .. next_position() + n - 1. keys: [n, H, d] float32 CPU,
+  // L2-normalised per head (not checked); values: [n, H, d] float32 CPU. Evicts the oldest
+  // entries beyond capacity; may train the IVF indexes (once, when size first passes
+  // exact_threshold: a one-off cost of seconds at 64K entries, see docs/results/knn_memory.md).
+  absl::Status Append(const torch::Tensor& keys, const torch::Tensor& values);
+
+  // queries: [H, Q, d] float32 CPU, L2-normalised; lo, hi: [Q] int64, the window [lo_q, hi_q) of
+  // positions query q may retrieve; k >= 1. Results are on the CPU.
+  absl::StatusOr<KnnResult> Search(const torch::Tensor& queries, int k, const torch::Tensor& lo,
+                                   const torch::Tensor& hi) const;
+
+  // A deep copy (rings and indexes); the two are independent afterwards.
+  std::unique_ptr<KnnMemory> Clone() const;
+
+  int64_t size() const;  // entries per head retained: min(appended, capacity)
+  int64_t capacity() const { return config_.capacity; }
+  int64_t next_position() const { return next_position_; }
+  int64_t oldest_position() const { return next_position_ - size(); }
+  KnnMode mode() const { return ivf_.empty() ? KnnMode::kExact : KnnMode::kIvf; }
+  int nlist() const;  // IVF lists per head; 0 in exact mode
+  // Rings (allocated) + IVF lists (codes and ids, allocated) + centroids.
+  int64_t bytes() const;
+  const KnnMemoryConfig& config() const { return config_; }
+
+ private:
+  explicit KnnMemory(const KnnMemoryConfig& config);
+
+  absl::Status BuildIvf();
+  void AddToIvf(int64_t first, int64_t count);
+  // Positions [H, Q, k] of the hits (-1 = none) for each mode.
+  torch::Tensor SearchExact(const torch::Tensor& queries, int k, const torch::Tensor& lo,
+                            const torch::Tensor& hi) const;
+  torch::Tensor SearchIvf(const torch::Tensor& queries, int k, const torch::Tensor& lo,
+                          const torch::Tensor& hi) const;
+  // Gathers keys/values of `positions` from the rings, scores them exactly, sorts.
+  KnnResult Finish(const torch::Tensor& queries, torch::Tensor positions) const;
+  int64_t SlotOf(int64_t position) const { return (position - config_.first_position) % capacity(); }
+
+  KnnMemoryConfig config_;
+  torch::Tensor keys_;            // [H, capacity, d] float32; slot = SlotOf(position)
+  torch::Tensor values_;          // [H, capacity, d] float32
+  torch::Tensor slot_positions_;  // [capacity] int64: position held by each slot, -1 = empty
+  int64_t next_position_ = 0;
+  int64_t evict_chunk_ = 1;       // IVF entries are evicted once this many are stale
+  int64_t ivf_floor_ = 0;         // the IVF indexes hold no position below this
+  std::vector<std::unique_ptr<IvfHeadIndex>> ivf_;  // [H] in IVF mode, empty in exact mode
+};
+
+}  // namespace mnemo::knn
+
+#endif  // MNEMO_ENGINE_KNN_KNN_MEMORY_H_

@@ -1,0 +1,224 @@
+// KnnMemory in exact mode: equality with brute force under FIFO wrap-around, window rules,
+// accounting, Clone, and argument errors.
+#include "engine/knn/knn_memory.h"
+
+#include <ATen/Context.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "tests/engine/knn/brute_force.h"
+
+namespace mnemo::knn {
+namespace {
+
+using testing::BruteForce;
+using testing::ExpectWellFormed;
+using testing::RandomUnit;
+
+torch::Tensor Longs(std::vector<int64_t> v) { return torch::tensor(v, torch::kInt64); }
+
+KnnMemoryConfig SmallConfig(int64_t capacity, int64_t first_position = 0) {
+  KnnMemoryConfig c;
+  c.heads = 2;
+  c.dim = 16;
+  c.capacity = capacity;
+  c.first_position = first_position;
+  return c;  // exact_threshold 65536 > capacity: exact throughout
+}
+
+TEST(KnnMemoryTest, ExactEqualsBruteForceThroughWrapAround) {
+  at::manual_seed(1);
+  constexpr int64_t kCapacity = 1000, kFirst = 37;
+  constexpr int kK = 8;
+  auto memory = KnnMemory::Create(SmallConfig(kCapacity, kFirst)).value();
+  BruteForce all(kFirst);
+  // Uneven appends (1 to 300 positions), ten times round the ring.
+  const std::vector<int64_t> steps = {1, 7, 300, 64, 1, 1, 255, 129, 3, 200};
+  int checks = 0;
+  for (int round = 0; memory->next_position() < kFirst + 10 * kCapacity; ++round) {
+    const int64_t n = steps[round % steps.size()];
+    torch::Tensor keys = RandomUnit({n, 2, 16}), values = torch::randn({n, 2, 16});
+    ASSERT_TRUE(memory->Append(keys, values).ok());
+    all.Append(keys, values);
+    const int64_t next = memory->next_position(), oldest = memory->oldest_position();
+    ASSERT_EQ(memory->size(), std::min<int64_t>(next - kFirst, kCapacity));
+    ASSERT_EQ(oldest, next - memory->size());
+    // Whole memory; a model-like window; fewer than k entries; empty; past either end.
+    const int64_t model_lo = std::max(oldest, next - 300);
+    // Before anything is evicted a window may start before the first position.
+    const int64_t early_lo = oldest > kFirst ? oldest : kFirst - 50;
+    torch::Tensor lo = Longs({oldest, model_lo, next - 5, next - 3, oldest + memory->size() / 3,
+                              early_lo});
+    torch::Tensor hi = Longs({next, std::max(model_lo, next - 40), next - 1, next - 3, next + 100,
+                              next});
+    torch::Tensor queries = RandomUnit({2, 6, 16});
+    auto found = memory->Search(queries, kK, lo, hi);
+    ASSERT_TRUE(found.ok()) << found.status();
+    ExpectWellFormed(*found, queries, lo, hi, all, kFirst);
+    torch::Tensor expected = all.Search(queries, kK, lo, hi);
+    ASSERT_TRUE(torch::equal(found->positions, expected))
+        << "after " << next - kFirst << " positions\n" << found->positions << "\n" << expected;
+    // Fewer than k visible: exactly the visible count is valid.
+    EXPECT_EQ(found->valid.select(1, 2).sum().item<int64_t>(),
+              2 * std::clamp<int64_t>(next - kFirst - 1, 0, 4));
+    EXPECT_EQ(found->valid.select(1, 3).sum().item<int64_t>(), 0);
+    ++checks;
+  }
+  EXPECT_GT(checks, 80);
+  EXPECT_EQ(memory->mode(), KnnMode::kExact);
+}
+
+TEST(KnnMemoryTest, ManyQueriesSearchInBlocksLikeOne) {
+  // Enough queries that the exact scan splits them into blocks; each must match its own search.
+  at::manual_seed(2);
+  KnnMemoryConfig config = SmallConfig(40000);
+  auto memory = KnnMemory::Create(config).value();
+  BruteForce all;
+  torch::Tensor keys = RandomUnit({40000, 2, 16}), values = torch::randn({40000, 2, 16});
+  ASSERT_TRUE(memory->Append(keys, values).ok());
+  all.Append(keys, values);
+  constexpr int64_t kQueries = 300;
+  torch::Tensor queries = RandomUnit({2, kQueries, 16});
+  torch::Tensor hi = torch::arange(39000, 39000 + kQueries, torch::kInt64);
+  torch::Tensor lo = hi - 30000;
+  auto found = memory->Search(queries, 16, lo, hi);
+  ASSERT_TRUE(found.ok()) << found.status();
+  EXPECT_TRUE(torch::equal(found->positions, all.Search(queries, 16, lo, hi)));
+}
+
+TEST(KnnMemoryTest, FifoNeverReturnsEvictedAndKeepsTheWindowEdge) {
+  at::manual_seed(3);
+  constexpr int64_t kCapacity = 256, kFirst = 1000;
+  auto memory = KnnMemory::Create(SmallConfig(kCapacity, kFirst)).value();
+  BruteForce all(kFirst);
+  const int64_t ring_bytes = 2 * (2 * kCapacity * 16 * 4) + kCapacity * 8;
+  EXPECT_EQ(memory->bytes(), ring_bytes);
+  EXPECT_EQ(memory->size(), 0);
+  for (int64_t i = 0; i < 3 * kCapacity; ++i) {
+    // Decode-style: one position at a time.
+    torch::Tensor keys = RandomUnit({1, 2, 16}), values = torch::randn({1, 2, 16});
+    ASSERT_TRUE(memory->Append(keys, values).ok());
+    all.Append(keys, values);
+    const int64_t next = memory->next_position(), oldest = memory->oldest_position();
+    // Query with the key at the window's oldest edge: it must come back first, with score 1.
+    torch::Tensor queries = all.keys()[oldest - kFirst].unsqueeze(1);  // [H, 1, d]
+    auto found = memory->Search(queries, 4, Longs({oldest}), Longs({next}));
+    ASSERT_TRUE(found.ok()) << found.status();
+    ExpectWellFormed(*found, queries, Longs({oldest}), Longs({next}), all, kFirst);
+    EXPECT_EQ(found->positions[0][0][0].item<int64_t>(), oldest);
+    EXPECT_EQ(found->positions[1][0][0].item<int64_t>(), oldest);
+    EXPECT_NEAR(found->scores[0][0][0].item<float>(), 1.0f, 1e-5);
+    EXPECT_EQ(memory->bytes(), ring_bytes);  // preallocated: no growth, no reallocation
+  }
+  EXPECT_EQ(memory->next_position(), kFirst + 3 * kCapacity);
+  EXPECT_EQ(memory->size(), kCapacity);
+  EXPECT_EQ(memory->oldest_position(), kFirst + 2 * kCapacity);
+  // Nothing older than the retained range, whatever the query: ask for everything.
+  torch::Tensor queries = RandomUnit({2, 8, 16});
+  torch::Tensor lo = torch::full({8}, memory->oldest_position(), torch::kInt64);
+  torch::Tensor hi = torch::full({8}, memory->next_position(), torch::kInt64);
+  auto found = memory->Search(queries, kCapacity, lo, hi);
+  ASSERT_TRUE(found.ok());
+  EXPECT_TRUE(found->valid.all().item<bool>());
+  EXPECT_GE(found->positions.min().item<int64_t>(), memory->oldest_position());
+  // A window reaching evicted positions is the caller's bug: capacity too small.
+  auto stale = memory->Search(queries.narrow(1, 0, 1), 4, Longs({memory->oldest_position() - 1}),
+                              Longs({memory->next_position()}));
+  EXPECT_EQ(stale.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(stale.status().message().find("evicted"), std::string::npos);
+}
+
+TEST(KnnMemoryTest, AppendLongerThanCapacityKeepsTheTail) {
+  at::manual_seed(4);
+  auto memory = KnnMemory::Create(SmallConfig(100)).value();
+  BruteForce all;
+  torch::Tensor keys = RandomUnit({350, 2, 16}), values = torch::randn({350, 2, 16});
+  ASSERT_TRUE(memory->Append(keys, values).ok());
+  all.Append(keys, values);
+  EXPECT_EQ(memory->oldest_position(), 250);
+  torch::Tensor queries = RandomUnit({2, 3, 16});
+  torch::Tensor lo = Longs({250, 260, 300}), hi = Longs({350, 340, 301});
+  auto found = memory->Search(queries, 10, lo, hi);
+  ASSERT_TRUE(found.ok());
+  ExpectWellFormed(*found, queries, lo, hi, all, 0);
+  EXPECT_TRUE(torch::equal(found->positions, all.Search(queries, 10, lo, hi)));
+}
+
+TEST(KnnMemoryTest, CloneIsIdenticalThenIndependent) {
+  at::manual_seed(5);
+  auto memory = KnnMemory::Create(SmallConfig(500)).value();
+  ASSERT_TRUE(memory->Append(RandomUnit({700, 2, 16}), torch::randn({700, 2, 16})).ok());
+  std::unique_ptr<KnnMemory> copy = memory->Clone();
+  EXPECT_EQ(copy->next_position(), memory->next_position());
+  EXPECT_EQ(copy->bytes(), memory->bytes());
+  torch::Tensor queries = RandomUnit({2, 5, 16});
+  torch::Tensor lo = torch::full({5}, 200, torch::kInt64), hi = torch::full({5}, 700, torch::kInt64);
+  KnnResult before = memory->Search(queries, 16, lo, hi).value();
+  KnnResult cloned = copy->Search(queries, 16, lo, hi).value();
+  EXPECT_TRUE(torch::equal(before.positions, cloned.positions));
+  EXPECT_TRUE(torch::equal(before.values, cloned.values));
+  // Appending to the original (overwriting ring slots) leaves the copy as it was.
+  ASSERT_TRUE(memory->Append(RandomUnit({300, 2, 16}), torch::randn({300, 2, 16})).ok());
+  KnnResult later = copy->Search(queries, 16, lo, hi).value();
+  EXPECT_TRUE(torch::equal(later.positions, before.positions));
+  EXPECT_TRUE(torch::equal(later.keys, before.keys));
+  EXPECT_EQ(copy->next_position(), 700);
+}
+
+TEST(KnnMemoryTest, RejectsBadShapesAndArguments) {
+  EXPECT_FALSE(KnnMemory::Create(SmallConfig(0)).ok());
+  KnnMemoryConfig bad = SmallConfig(100);
+  bad.heads = 0;
+  EXPECT_EQ(KnnMemory::Create(bad).status().code(), absl::StatusCode::kInvalidArgument);
+  bad = SmallConfig(100000);
+  bad.exact_threshold = 1000;
+  bad.nlist = 2048;  // more lists than the 1001 entries it would train on
+  EXPECT_EQ(KnnMemory::Create(bad).status().code(), absl::StatusCode::kInvalidArgument);
+
+  auto memory = KnnMemory::Create(SmallConfig(100)).value();
+  auto append_code = [&](const torch::Tensor& k, const torch::Tensor& v) {
+    return memory->Append(k, v).code();
+  };
+  const auto kBad = absl::StatusCode::kInvalidArgument;
+  EXPECT_EQ(append_code(RandomUnit({4, 3, 16}), torch::randn({4, 3, 16})), kBad);  // heads
+  EXPECT_EQ(append_code(RandomUnit({4, 2, 8}), torch::randn({4, 2, 8})), kBad);    // dim
+  EXPECT_EQ(append_code(RandomUnit({4, 32}), torch::randn({4, 32})), kBad);        // rank
+  EXPECT_EQ(append_code(RandomUnit({4, 2, 16}), torch::randn({5, 2, 16})), kBad);  // mismatch
+  EXPECT_EQ(append_code(RandomUnit({4, 2, 16}).to(torch::kFloat64), torch::randn({4, 2, 16})),
+            kBad);
+  EXPECT_EQ(memory->next_position(), 0);  // nothing appended by the failures
+  ASSERT_TRUE(memory->Append(RandomUnit({50, 2, 16}), torch::randn({50, 2, 16})).ok());
+
+  torch::Tensor q = RandomUnit({2, 3, 16});
+  torch::Tensor lo = Longs({0, 0, 0}), hi = Longs({50, 50, 50});
+  auto search_code = [&](const torch::Tensor& qq, int k, const torch::Tensor& l,
+                         const torch::Tensor& h) { return memory->Search(qq, k, l, h).status().code(); };
+  EXPECT_EQ(search_code(q, 0, lo, hi), kBad);                          // k < 1
+  EXPECT_EQ(search_code(q, 101, lo, hi), kBad);                        // k > capacity
+  EXPECT_EQ(search_code(RandomUnit({3, 3, 16}), 4, lo, hi), kBad);     // heads
+  EXPECT_EQ(search_code(RandomUnit({2, 3, 15}), 4, lo, hi), kBad);     // dim
+  EXPECT_EQ(search_code(q, 4, Longs({0, 0}), hi), kBad);               // lo length
+  EXPECT_EQ(search_code(q, 4, lo, hi.to(torch::kInt32)), kBad);        // hi dtype
+  EXPECT_EQ(search_code(q, 4, Longs({0, 40, 0}), Longs({50, 30, 50})), kBad);  // lo > hi
+  EXPECT_EQ(search_code(q, 4, lo, hi), absl::StatusCode::kOk);
+}
+
+TEST(KnnMemoryTest, NoQueriesOrNoEntriesGiveEmptyOrInvalidResults) {
+  auto memory = KnnMemory::Create(SmallConfig(100)).value();
+  torch::Tensor none = torch::empty({0}, torch::kInt64);
+  // Nothing appended yet: every hit is invalid.
+  KnnResult empty_memory =
+      memory->Search(RandomUnit({2, 1, 16}), 4, Longs({-10}), Longs({10})).value();
+  EXPECT_FALSE(empty_memory.valid.any().item<bool>());
+  EXPECT_TRUE(empty_memory.positions.eq(-1).all().item<bool>());
+  ASSERT_TRUE(memory->Append(RandomUnit({10, 2, 16}), torch::randn({10, 2, 16})).ok());
+  KnnResult no_queries = memory->Search(torch::empty({2, 0, 16}), 4, none, none).value();
+  EXPECT_EQ(no_queries.keys.sizes(), torch::IntArrayRef({2, 0, 4, 16}));
+  EXPECT_EQ(no_queries.positions.sizes(), torch::IntArrayRef({2, 0, 4}));
+}
+
+}  // namespace
+}  // namespace mnemo::knn
