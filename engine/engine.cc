@@ -59,6 +59,13 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& confi
     return absl::InvalidArgumentError(
         "engine limits must be positive, with default_max_new_tokens <= max_new_tokens_cap");
   }
+  if (config.knn_capacity <= 0 || config.knn_capacity > config.max_knn_capacity ||
+      config.max_knn_capacity > (int64_t{1} << 30) || config.knn_exact_threshold <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "kNN sizes must satisfy 0 < knn_capacity (", config.knn_capacity,
+        ") <= max_knn_capacity (", config.max_knn_capacity, ") <= 2^30 and knn_exact_threshold (",
+        config.knn_exact_threshold, ") > 0"));
+  }
   const int cores = static_cast<int>(std::thread::hardware_concurrency());
   at::set_num_threads(config.threads > 0 ? config.threads : std::max(cores, 1));
 
@@ -77,6 +84,9 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& confi
   sc.sessions.max_sessions = config.max_sessions;
   sc.sessions.ttl = config.session_ttl;
   sc.sessions.max_memory_bytes = config.max_memory_bytes;
+  sc.sessions.max_knn_capacity = config.max_knn_capacity;
+  sc.knn.default_capacity = config.knn_capacity;
+  sc.knn.exact_threshold = config.knn_exact_threshold;
   sc.model_name = info.name;
   auto scheduler = std::make_unique<scheduler::Scheduler>(std::move(sc), std::move(model));
   return std::unique_ptr<Engine>(new Engine(config, std::move(info), std::move(scheduler)));

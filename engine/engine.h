@@ -39,6 +39,12 @@ struct EngineConfig {
   int max_new_tokens_cap = 4096;        // above it a request is INVALID_ARGUMENT
   int max_top_logprobs = 20;
   int max_waiting = 1024;               // queued requests; beyond it RESOURCE_EXHAUSTED
+  // Per-session kNN memory, entries per head: the size of sessions that ask for 0 (and of
+  // one-shot requests), the largest a CreateSession may ask for, and the size up to which
+  // search is exact (FAISS IVF beyond it).
+  int64_t knn_capacity = 65536;
+  int64_t max_knn_capacity = int64_t{1} << 20;
+  int64_t knn_exact_threshold = 16384;
 };
 
 class Engine {

@@ -85,7 +85,7 @@ struct TokenizeResult {
 
 struct CreateSessionOptions {
   std::string session_id;    // empty = generated
-  int64_t knn_capacity = 0;  // reserved for the kNN-memory release
+  int64_t knn_capacity = 0;  // kNN entries per head; 0 = the server default; <= the server cap
 };
 
 struct MemoryInfo {

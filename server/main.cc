@@ -31,6 +31,14 @@ ABSL_FLAG(int64_t, max_memory_bytes, int64_t{8} << 30,
 ABSL_FLAG(int, max_new_tokens, 4096, "Cap on a request's max_new_tokens (INVALID_ARGUMENT above).");
 ABSL_FLAG(int, default_max_new_tokens, 256, "max_new_tokens for requests that leave it 0.");
 ABSL_FLAG(int, max_waiting, 1024, "Queued requests; beyond it RESOURCE_EXHAUSTED.");
+ABSL_FLAG(int64_t, knn_capacity, 65536,
+          "kNN memory entries (per head) of a session that does not choose, and of one-shot "
+          "requests.");
+ABSL_FLAG(int64_t, max_knn_capacity, int64_t{1} << 20,
+          "Largest knn_capacity a CreateSession may ask for (INVALID_ARGUMENT above).");
+ABSL_FLAG(int64_t, knn_exact_threshold, 16384,
+          "kNN memories search exactly up to this many entries, through a FAISS IVF index "
+          "beyond.");
 ABSL_FLAG(int, max_request_bytes, 64 << 20, "Largest gRPC request accepted, in bytes.");
 ABSL_FLAG(absl::Duration, grace_period, absl::Seconds(10),
           "On SIGTERM/SIGINT, how long in-flight calls may continue before they are cancelled.");
@@ -56,6 +64,9 @@ mnemo::engine::EngineConfig EngineConfigFromFlags() {
   config.max_sessions = absl::GetFlag(FLAGS_max_sessions);
   config.session_ttl = absl::GetFlag(FLAGS_session_ttl);
   config.max_memory_bytes = absl::GetFlag(FLAGS_max_memory_bytes);
+  config.knn_capacity = absl::GetFlag(FLAGS_knn_capacity);
+  config.max_knn_capacity = absl::GetFlag(FLAGS_max_knn_capacity);
+  config.knn_exact_threshold = absl::GetFlag(FLAGS_knn_exact_threshold);
   config.max_new_tokens_cap = absl::GetFlag(FLAGS_max_new_tokens);
   config.default_max_new_tokens = absl::GetFlag(FLAGS_default_max_new_tokens);
   config.max_waiting = absl::GetFlag(FLAGS_max_waiting);

@@ -1,6 +1,6 @@
 // LayerMemory: one layer's keys/values, as ring buffers indexed by SessionMemory's slot maps.
 //
-// Plain data, owned by a SessionMemory. Which position or compressed group each slot holds is
+// Plain data (move-only), owned by a SessionMemory. Which position or compressed group each slot holds is
 // the same for every layer, so that bookkeeping lives once in SessionMemory.
 #ifndef MNEMO_ENGINE_MEMORY_LAYER_MEMORY_H_
 #define MNEMO_ENGINE_MEMORY_LAYER_MEMORY_H_
@@ -8,6 +8,9 @@
 #include <torch/types.h>
 
 #include <cstdint>
+#include <memory>
+
+#include "engine/knn/knn_memory.h"
 
 namespace mnemo::memory {
 
@@ -18,12 +21,15 @@ struct LayerMemory {
   torch::Tensor v_cmp;  // [batch, heads, cmp_capacity, d_head]; undefined without cmem
   torch::Tensor k_knn;  // [batch, heads, knn_capacity, d_head], L2-normalised; kNN layer only
   torch::Tensor v_knn;  // [batch, heads, knn_capacity, d_head]; kNN layer only
+  // The kNN layer's entries when MemoryShape::knn_store (then k_knn/v_knn are undefined).
+  std::unique_ptr<knn::KnnMemory> knn_store;
 
   int64_t bytes() const {
     int64_t total = 0;
     for (const torch::Tensor* t : {&k_raw, &v_raw, &k_cmp, &v_cmp, &k_knn, &v_knn}) {
       if (t->defined()) total += t->numel() * t->element_size();
     }
+    if (knn_store != nullptr) total += knn_store->bytes();
     return total;
   }
 };

@@ -18,6 +18,11 @@ struct MemoryShape {
   int max_distance = 1;  // relative distances are clamped to [0, max_distance]
   int knn_layer = -1;    // the layer with a kNN memory; -1 = none
   int knn_len = 0;       // positions before the raw window a query may retrieve from
+  // Where the kNN layer's entries live. false: a dense ring per batch row, searched exactly
+  // (training: rows, document resets, autograd). true: a knn::KnnMemory (inference, batch 1):
+  // exact top-k while small, a FAISS IVF index past knn_exact_threshold entries.
+  bool knn_store = false;
+  int64_t knn_exact_threshold = 0;  // entries; 0 = knn::KnnMemoryConfig's default
 
   // The raw ring holds the window of the oldest query of a segment plus the segment itself.
   int raw_capacity() const { return mem_len + seg_len; }

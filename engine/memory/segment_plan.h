@@ -35,7 +35,8 @@ struct SegmentPlan {
   torch::Tensor cmp_distance;       // [S, cmp_capacity] int64
 
   torch::Tensor knn_write_slots;  // [S] int64: kNN ring slot of each new position
-  torch::Tensor knn_mask;         // [R, 1, S, knn_capacity] bool (undefined without kNN)
+  torch::Tensor knn_mask;         // [R, 1, S, knn_capacity] bool (dense ring only)
+  torch::Tensor knn_lo, knn_hi;   // [S] int64 CPU: each query's window [lo, hi) (kNN store only)
 
   // Slot maps once the segment is committed (host side).
   std::vector<int64_t> raw_positions_after;  // [raw_capacity], -1 = empty

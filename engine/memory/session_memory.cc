@@ -1,5 +1,7 @@
 #include "engine/memory/session_memory.h"
 
+#include <c10/util/Exception.h>
+
 #include <algorithm>
 
 namespace mnemo::memory {
@@ -35,7 +37,16 @@ SessionMemory SessionMemory::Create(const MemoryShape& shape,
       layer.k_cmp = buffer(shape.cmp_capacity());
       layer.v_cmp = buffer(shape.cmp_capacity());
     }
-    if (i == shape.knn_layer && shape.knn_capacity() > 0) {
+    if (i == shape.knn_layer && shape.knn_capacity() > 0 && shape.knn_store) {
+      knn::KnnMemoryConfig config;
+      config.heads = shape.heads;
+      config.dim = shape.d_head;
+      config.capacity = shape.knn_capacity();
+      if (shape.knn_exact_threshold > 0) config.exact_threshold = shape.knn_exact_threshold;
+      absl::StatusOr<std::unique_ptr<knn::KnnMemory>> store = knn::KnnMemory::Create(config);
+      TORCH_CHECK(store.ok(), "kNN memory: ", store.status().ToString());
+      layer.knn_store = *std::move(store);
+    } else if (i == shape.knn_layer && shape.knn_capacity() > 0) {
       layer.k_knn = buffer(shape.knn_capacity());
       layer.v_knn = buffer(shape.knn_capacity());
     }
@@ -44,7 +55,7 @@ SessionMemory SessionMemory::Create(const MemoryShape& shape,
   memory.raw_positions_.assign(shape.raw_capacity(), -1);
   memory.cmp_groups_.assign(shape.cmp_capacity(), -1);
   memory.row_starts_.assign(shape.batch, 0);
-  if (shape.knn_capacity() > 0) {
+  if (shape.knn_capacity() > 0 && !shape.knn_store) {
     memory.knn_slots_ = torch::arange(shape.knn_capacity(), options.dtype(torch::kInt64));
   }
   return memory;
@@ -68,6 +79,7 @@ SessionMemory SessionMemory::Clone() const {
     c.v_cmp = clone(layer.v_cmp);
     c.k_knn = clone(layer.k_knn);
     c.v_knn = clone(layer.v_knn);
+    if (layer.knn_store != nullptr) c.knn_store = layer.knn_store->Clone();
     copy.layers_.push_back(std::move(c));
   }
   return copy;
@@ -82,7 +94,10 @@ void SessionMemory::Detach() {
   }
 }
 
-void SessionMemory::ResetRow(int row) { row_starts_[row] = next_position_; }
+void SessionMemory::ResetRow(int row) {
+  TORCH_CHECK(!shape_.knn_store, "ResetRow: a kNN store holds one sequence; use a dense ring");
+  row_starts_[row] = next_position_;
+}
 
 SegmentPlan SessionMemory::Plan(int64_t length) const {
   const int64_t s0 = next_position_;
@@ -167,7 +182,7 @@ SegmentPlan SessionMemory::Plan(int64_t length) const {
   }
 
   const int64_t knn_cap = shape_.knn_capacity();
-  if (knn_cap > 0) {
+  if (knn_cap > 0 && !shape_.knn_store) {
     // Every position enters the kNN ring (slot p % capacity) as it arrives; it becomes
     // retrievable once it leaves the query's raw window. Computed on the device: O(capacity).
     plan.knn_write_slots = torch::arange(s0, s0 + length, knn_slots_.options()).remainder(knn_cap);
@@ -179,6 +194,10 @@ SegmentPlan SessionMemory::Plan(int64_t length) const {
     torch::Tensor row_start = ToTensor(starts, {rows, 1, 1, 1}, device_);
     torch::Tensor lower = torch::max(t - mem_len - shape_.knn_len, row_start);
     plan.knn_mask = held.ge(0) & held.ge(lower) & held.lt(t - mem_len);  // [R, 1, S, cap]
+  } else if (knn_cap > 0) {
+    // The store searches by position: query t may retrieve [t - mem_len - knn_len, t - mem_len).
+    plan.knn_hi = torch::arange(s0 - mem_len, s0 - mem_len + length, torch::kInt64);
+    plan.knn_lo = plan.knn_hi - shape_.knn_len;
   }
   return plan;
 }

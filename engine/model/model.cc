@@ -148,7 +148,8 @@ std::unique_ptr<Model> Model::Random(const ModelConfig& config, uint64_t seed,
 memory::SessionMemory Model::NewMemory(const MemoryOptions& options) const {
   c10::InferenceMode inference;
   const int knn_len = !options.knn ? 0 : options.knn_mem_len > 0 ? options.knn_mem_len : -1;
-  return transformer_->NewMemory(/*batch=*/1, device_, options.compressive, knn_len);
+  return transformer_->NewMemory(/*batch=*/1, device_, options.compressive, knn_len,
+                                 /*knn_store=*/true, options.knn_exact_threshold);
 }
 
 absl::Status Model::CheckTokens(absl::Span<const int> tokens) const {
@@ -168,25 +169,33 @@ torch::Tensor Model::TokenTensor(absl::Span<const int> tokens) const {
 }
 
 absl::StatusOr<torch::Tensor> Model::Forward(absl::Span<const int> tokens,
-                                             memory::SessionMemory& memory, Outputs outputs) {
+                                             memory::SessionMemory& memory, Outputs outputs,
+                                             torch::Tensor* knn_lm_keys) {
   MNEMO_RETURN_IF_ERROR(CheckTokens(tokens));
   try {
     c10::InferenceMode inference;
     const int64_t n = static_cast<int64_t>(tokens.size());
     torch::Tensor all = TokenTensor(tokens);  // [1, n]
-    std::vector<torch::Tensor> logprobs;
+    std::vector<torch::Tensor> logprobs, keys;
     for (int64_t start = 0; start < n; start += config_.seg_len) {
       const int64_t length = std::min<int64_t>(config_.seg_len, n - start);
-      torch::Tensor hidden = transformer_->forward(all.narrow(1, start, length), memory);
+      torch::Tensor segment_keys;
+      torch::Tensor hidden = transformer_->forward(all.narrow(1, start, length), memory, nullptr,
+                                                   knn_lm_keys != nullptr ? &segment_keys : nullptr);
       if (outputs == Outputs::kLast) {
         if (start + length < n) continue;
         hidden = hidden.narrow(1, length - 1, 1);
+        if (segment_keys.defined()) segment_keys = segment_keys.narrow(1, length - 1, 1);
       }
       // [1, S, d] -> [S, vocab]
       logprobs.push_back(torch::log_softmax(transformer_->Logits(hidden)[0], -1));
+      if (segment_keys.defined()) keys.push_back(segment_keys[0]);
     }
-    torch::Tensor out = logprobs.size() == 1 ? logprobs[0] : torch::cat(logprobs, 0);
-    return out.to(torch::kCPU, torch::kFloat32);
+    auto join = [](std::vector<torch::Tensor>& parts) {
+      return (parts.size() == 1 ? parts[0] : torch::cat(parts, 0)).to(torch::kCPU, torch::kFloat32);
+    };
+    if (knn_lm_keys != nullptr) *knn_lm_keys = join(keys);
+    return join(logprobs);
   } catch (const c10::Error& e) {
     return absl::InternalError(absl::StrCat("model forward failed: ", e.what_without_backtrace()));
   }

@@ -32,6 +32,9 @@ struct MemoryOptions {
   bool compressive = true;  // use the compressed memory if the model has one
   bool knn = true;          // use the kNN layer's memory if the model has one
   int knn_mem_len = 0;      // retrievable kNN positions; 0 = the model's default
+  // Up to this many entries the kNN memory is searched exactly, beyond it through a FAISS IVF
+  // index (knn::KnnMemory); 0 = knn::KnnMemoryConfig's default.
+  int64_t knn_exact_threshold = 0;
 };
 
 // Result of an early-exit forward pass (CALM with state propagation).
@@ -62,9 +65,12 @@ class Model {
   // position to `memory`. Returns next-token log-probabilities, float32 on CPU:
   // [tokens.size(), vocab] for Outputs::kAll, [1, vocab] for Outputs::kLast.
   // Results do not depend on how a sequence is split across calls (DESIGN.md §2).
+  // If `knn_lm_keys` is set it receives, for the same positions, the last layer's
+  // post-LayerNorm feed-forward input ([n or 1, d_model] float32 CPU): the kNN-LM key.
   absl::StatusOr<torch::Tensor> Forward(absl::Span<const int> tokens,
                                         memory::SessionMemory& memory,
-                                        Outputs outputs = Outputs::kAll);
+                                        Outputs outputs = Outputs::kAll,
+                                        torch::Tensor* knn_lm_keys = nullptr);
 
   // Like Forward with Outputs::kAll, but each token leaves the network after the first layer
   // whose shared-head softmax response (top-1 minus top-2 probability) reaches `threshold`.

@@ -58,12 +58,10 @@ void RelativeAttentionImpl::AddReconstructionLoss(const torch::Tensor& q,
   reconstruction_loss_ = reconstruction_loss_.defined() ? reconstruction_loss_ + loss : loss;
 }
 
-torch::Tensor RelativeAttentionImpl::MixKnn(const torch::Tensor& q, const torch::Tensor& k,
-                                            const torch::Tensor& v, const torch::Tensor& y_local,
-                                            memory::LayerMemory& memory,
-                                            const memory::SegmentPlan& plan) {
-  const int64_t batch = q.size(0), length = q.size(2);
-  torch::Tensor qn = q / q.norm(2, -1, true).clamp_min(1e-6);  // [B, H, S, dh]
+RelativeAttentionImpl::KnnHits RelativeAttentionImpl::RetrieveFromRing(
+    const torch::Tensor& qn, const torch::Tensor& k, const torch::Tensor& v,
+    memory::LayerMemory& memory, const memory::SegmentPlan& plan) {
+  const int64_t batch = qn.size(0), length = qn.size(2);
   {
     torch::NoGradGuard no_grad;
     torch::Tensor kn = k / k.norm(2, -1, true).clamp_min(1e-6);
@@ -75,7 +73,8 @@ torch::Tensor RelativeAttentionImpl::MixKnn(const torch::Tensor& q, const torch:
   const int64_t filled = std::min<int64_t>(memory.k_knn.size(2), plan.start + plan.length);
   torch::Tensor keys = memory.k_knn.narrow(2, 0, filled), values = memory.v_knn.narrow(2, 0, filled);
   const int64_t top = std::min<int64_t>(knn_topk_, filled);
-  torch::Tensor index, valid;
+  torch::Tensor index;
+  KnnHits hits;
   {
     // Exact search: cosine similarity with every retrievable entry. [B, H, S, filled]
     torch::NoGradGuard no_grad;
@@ -83,19 +82,52 @@ torch::Tensor RelativeAttentionImpl::MixKnn(const torch::Tensor& q, const torch:
                              .masked_fill(plan.knn_mask.narrow(3, 0, filled).logical_not(),
                                           -std::numeric_limits<float>::infinity());
     auto best = sims.topk(top, 3);
-    valid = torch::isfinite(std::get<0>(best));  // [B, H, S, k]
+    hits.valid = torch::isfinite(std::get<0>(best));  // [B, H, S, k]
     index = std::get<1>(best);
   }
   // [B, H, S * k, dh] gathers of the hits -> [B, H, S, k, dh]
   torch::Tensor flat = index.reshape({batch, heads_, length * top, 1}).expand({batch, heads_, length * top, d_head_});
-  torch::Tensor k_hit = keys.gather(2, flat).view({batch, heads_, length, top, d_head_});
-  torch::Tensor v_hit = values.gather(2, flat).view({batch, heads_, length, top, d_head_});
-  torch::Tensor logits = (qn.unsqueeze(3) * k_hit).sum(-1) * knn_scale_.view({1, heads_, 1, 1});
+  hits.keys = keys.gather(2, flat).view({batch, heads_, length, top, d_head_});
+  hits.values = values.gather(2, flat).view({batch, heads_, length, top, d_head_});
+  return hits;
+}
+
+RelativeAttentionImpl::KnnHits RelativeAttentionImpl::RetrieveFromStore(
+    const torch::Tensor& qn, const torch::Tensor& k, const torch::Tensor& v,
+    memory::LayerMemory& memory, const memory::SegmentPlan& plan) {
+  TORCH_CHECK(qn.size(0) == 1, "a kNN store serves batch 1, got ", qn.size(0));
+  knn::KnnMemory& store = *memory.knn_store;
+  TORCH_CHECK(store.next_position() == plan.start, "kNN store is at position ",
+              store.next_position(), " but the segment starts at ", plan.start);
+  torch::NoGradGuard no_grad;
+  auto to_rows = [](const torch::Tensor& t) {  // [1, H, S, dh] -> [S, H, dh] float32 CPU
+    return t[0].transpose(0, 1).to(torch::kCPU, torch::kFloat32).contiguous();
+  };
+  torch::Tensor kn = k / k.norm(2, -1, true).clamp_min(1e-6);
+  absl::Status appended = store.Append(to_rows(kn), to_rows(v));
+  TORCH_CHECK(appended.ok(), "kNN store: ", appended.ToString());
+  torch::Tensor queries = qn[0].to(torch::kCPU, torch::kFloat32).contiguous();  // [H, S, dh]
+  absl::StatusOr<knn::KnnResult> found = store.Search(queries, knn_topk_, plan.knn_lo, plan.knn_hi);
+  TORCH_CHECK(found.ok(), "kNN store: ", found.status().ToString());
+  const torch::Device device = qn.device();
+  return KnnHits{found->keys.unsqueeze(0).to(device), found->values.unsqueeze(0).to(device),
+                 found->valid.unsqueeze(0).to(device)};
+}
+
+torch::Tensor RelativeAttentionImpl::MixKnn(const torch::Tensor& q, const torch::Tensor& k,
+                                            const torch::Tensor& v, const torch::Tensor& y_local,
+                                            memory::LayerMemory& memory,
+                                            const memory::SegmentPlan& plan) {
+  torch::Tensor qn = q / q.norm(2, -1, true).clamp_min(1e-6);  // [B, H, S, dh]
+  const KnnHits hits = memory.knn_store != nullptr ? RetrieveFromStore(qn, k, v, memory, plan)
+                                                   : RetrieveFromRing(qn, k, v, memory, plan);
+  // Gradients reach the query, the scale and the gate; the hits are constants.
+  torch::Tensor logits = (qn.unsqueeze(3) * hits.keys).sum(-1) * knn_scale_.view({1, heads_, 1, 1});
   // Finite fill: a query with no entries yet gets a harmless uniform softmax, then gate 0.
-  torch::Tensor probs = torch::softmax(logits.masked_fill(valid.logical_not(), -1e9), 3);
-  torch::Tensor y_knn = (probs.unsqueeze(-1) * v_hit).sum(3);  // [B, H, S, dh]
+  torch::Tensor probs = torch::softmax(logits.masked_fill(hits.valid.logical_not(), -1e9), 3);
+  torch::Tensor y_knn = (probs.unsqueeze(-1) * hits.values).sum(3);  // [B, H, S, dh]
   torch::Tensor gate = torch::sigmoid(knn_gate_).view({1, heads_, 1, 1}) *
-                       valid.any(3, /*keepdim=*/true).to(y_local.scalar_type());
+                       hits.valid.any(3, /*keepdim=*/true).to(y_local.scalar_type());
   return y_local + gate * (y_knn - y_local);
 }
 
@@ -181,7 +213,9 @@ torch::Tensor RelativeAttentionImpl::forward(const torch::Tensor& x, memory::Lay
   if (compressive) {
     y = y + torch::matmul(probs.narrow(3, raw_cap, memory.k_cmp.size(2)), memory.v_cmp);
   }
-  if (knn_scale_.defined() && memory.k_knn.defined()) y = MixKnn(q, k, v, y, memory, plan);
+  if (knn_scale_.defined() && (memory.k_knn.defined() || memory.knn_store != nullptr)) {
+    y = MixKnn(q, k, v, y, memory, plan);
+  }
   // [B, H, S, dh] -> [B, S, H * dh] -> [B, S, d_model]
   return out_->forward(y.transpose(1, 2).reshape({batch, length, heads_ * d_head_}));
 }

@@ -47,8 +47,19 @@ class RelativeAttentionImpl : public torch::nn::Module {
  private:
   // [H, max_distance + 1, d_head]
   torch::Tensor PositionTable(const torch::Tensor& sinusoid);
-  // Writes the segment's normalised keys/values to the kNN ring and returns y_knn mixed into
-  // y_local ([B, H, S, dh] both).
+  // The top-k entries of the kNN memory for each (normalised) query: keys/values
+  // [B, H, S, k, dh], valid [B, H, S, k].
+  struct KnnHits {
+    torch::Tensor keys, values, valid;
+  };
+  // Both write the segment's normalised keys/values to the memory first; queries only see
+  // positions before their raw window. Dense ring: exact, batched, per-row document starts.
+  KnnHits RetrieveFromRing(const torch::Tensor& qn, const torch::Tensor& k, const torch::Tensor& v,
+                           memory::LayerMemory& memory, const memory::SegmentPlan& plan);
+  // knn::KnnMemory (batch 1): exact while small, FAISS IVF beyond its threshold.
+  KnnHits RetrieveFromStore(const torch::Tensor& qn, const torch::Tensor& k, const torch::Tensor& v,
+                            memory::LayerMemory& memory, const memory::SegmentPlan& plan);
+  // Retrieves for the segment and returns y_knn mixed into y_local ([B, H, S, dh] both).
   torch::Tensor MixKnn(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                        const torch::Tensor& y_local, memory::LayerMemory& memory,
                        const memory::SegmentPlan& plan);

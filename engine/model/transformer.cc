@@ -34,7 +34,9 @@ TransformerImpl::TransformerImpl(const ModelConfig& config) : config_(config) {
 }
 
 memory::SessionMemory TransformerImpl::NewMemory(int batch, const torch::Device& device,
-                                                bool compressive, int knn_mem_len) const {
+                                                bool compressive, int knn_mem_len,
+                                                bool knn_store,
+                                                int64_t knn_exact_threshold) const {
   memory::MemoryShape shape;
   shape.batch = batch;
   shape.layers = config_.n_layers;
@@ -45,6 +47,8 @@ memory::SessionMemory TransformerImpl::NewMemory(int batch, const torch::Device&
   shape.cmem_len = compressive ? config_.cmem_len : 0;
   shape.knn_layer = config_.knn_layer;
   shape.knn_len = knn_mem_len < 0 ? config_.knn_mem_len : knn_mem_len;
+  shape.knn_store = knn_store;
+  shape.knn_exact_threshold = knn_exact_threshold;
   shape.cmem_rate = config_.cmem_rate;
   shape.max_distance = config_.MaxDistance();
   return memory::SessionMemory::Create(shape,
@@ -52,11 +56,13 @@ memory::SessionMemory TransformerImpl::NewMemory(int batch, const torch::Device&
 }
 
 torch::Tensor TransformerImpl::forward(const torch::Tensor& tokens, memory::SessionMemory& memory,
-                                       std::vector<torch::Tensor>* layer_outputs) {
+                                       std::vector<torch::Tensor>* layer_outputs,
+                                       torch::Tensor* knn_lm_keys) {
   memory::SegmentPlan plan = memory.Plan(tokens.size(1));
   torch::Tensor h = embedding_->forward(tokens);  // [B, S, d_model]
   for (size_t i = 0; i < blocks_.size(); ++i) {
-    h = blocks_[i]->forward(h, memory.layer(static_cast<int>(i)), plan, sinusoid_);
+    torch::Tensor* keys = i + 1 == blocks_.size() ? knn_lm_keys : nullptr;
+    h = blocks_[i]->forward(h, memory.layer(static_cast<int>(i)), plan, sinusoid_, keys);
     if (layer_outputs != nullptr) layer_outputs->push_back(h);
   }
   memory.Commit(plan);

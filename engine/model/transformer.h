@@ -27,8 +27,11 @@ class TransformerImpl : public torch::nn::Module {
   // Appends it to `memory` (and commits). Returns the final hidden states [B, S, d_model]
   // before the final LayerNorm. If `layer_outputs` is set it receives every layer's output
   // (n_layers tensors [B, S, d_model], the last equal to the return value) for CALM losses.
+  // If `knn_lm_keys` is set it receives the last layer's post-LayerNorm feed-forward input
+  // [B, S, d_model]: the kNN-LM datastore key of each position (DESIGN.md §4).
   torch::Tensor forward(const torch::Tensor& tokens, memory::SessionMemory& memory,
-                        std::vector<torch::Tensor>* layer_outputs = nullptr);
+                        std::vector<torch::Tensor>* layer_outputs = nullptr,
+                        torch::Tensor* knn_lm_keys = nullptr);
 
   // Early exit with state propagation (see Model::ForwardWithExit). Returns the hidden state
   // each token left with [B, S, d_model]; exit_layers receives [B, S] int64, 1-based.
@@ -43,9 +46,12 @@ class TransformerImpl : public torch::nn::Module {
   torch::Tensor Logits(const torch::Tensor& hidden);
 
   // knn_mem_len < 0 = the config's; 0 = no kNN memory. compressive=false drops the
-  // compressed memory.
+  // compressed memory. knn_store: the kNN entries go to a knn::KnnMemory (batch 1, exact up to
+  // knn_exact_threshold entries (0 = its default), then FAISS IVF) instead of the dense ring
+  // training uses (see MemoryShape).
   memory::SessionMemory NewMemory(int batch, const torch::Device& device, bool compressive = true,
-                                  int knn_mem_len = -1) const;
+                                  int knn_mem_len = -1, bool knn_store = false,
+                                  int64_t knn_exact_threshold = 0) const;
 
   // Inference: precompute the per-layer relative-position tables (weights must not change).
   void CachePositionTables();

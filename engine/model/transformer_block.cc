@@ -13,9 +13,12 @@ TransformerBlockImpl::TransformerBlockImpl(const ModelConfig& config, int layer)
 
 torch::Tensor TransformerBlockImpl::forward(const torch::Tensor& h, memory::LayerMemory& memory,
                                             const memory::SegmentPlan& plan,
-                                            const torch::Tensor& sinusoid) {
+                                            const torch::Tensor& sinusoid,
+                                            torch::Tensor* ffn_input) {
   torch::Tensor x = h + attn_->forward(ln1_->forward(h), memory, plan, sinusoid);
-  return x + ff2_->forward(torch::gelu(ff1_->forward(ln2_->forward(x))));
+  torch::Tensor normed = ln2_->forward(x);
+  if (ffn_input != nullptr) *ffn_input = normed;
+  return x + ff2_->forward(torch::gelu(ff1_->forward(normed)));
 }
 
 }  // namespace mnemo::model

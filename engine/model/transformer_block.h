@@ -19,9 +19,11 @@ class TransformerBlockImpl : public torch::nn::Module {
  public:
   TransformerBlockImpl(const ModelConfig& config, int layer);
 
-  // h: [B, S, d_model] -> [B, S, d_model]
+  // h: [B, S, d_model] -> [B, S, d_model]. If `ffn_input` is set it receives the feed-forward
+  // input after its LayerNorm, [B, S, d_model] (the kNN-LM key, DESIGN.md §4).
   torch::Tensor forward(const torch::Tensor& h, memory::LayerMemory& memory,
-                        const memory::SegmentPlan& plan, const torch::Tensor& sinusoid);
+                        const memory::SegmentPlan& plan, const torch::Tensor& sinusoid,
+                        torch::Tensor* ffn_input = nullptr);
 
   RelativeAttention& attention() { return attn_; }
 

@@ -36,7 +36,7 @@ bool GenerateTask::Step(StepContext& ctx) {
   }
   if (!queue_time_) {  // first step
     queue_time_ = ctx.now - submit_time_;
-    if (session() == nullptr) one_shot_.memory = ctx.model.NewMemory();
+    if (session() == nullptr) one_shot_.memory = ctx.model.NewMemory(ctx.memory);
   }
   if (absl::Status s = PrimeIfNeeded(ctx.model, state()); !s.ok()) {
     Finish(FinishReason::kError, s, ctx.now);

@@ -8,16 +8,28 @@
 #include "engine/scheduler/score_task.h"
 
 namespace mnemo::scheduler {
+namespace {
+
+model::MemoryOptions MakeMemoryOptions(const KnnLimits& knn, const model::ModelConfig& model) {
+  model::MemoryOptions options;
+  options.knn_mem_len = static_cast<int>(knn.default_capacity > 0 ? knn.default_capacity
+                                                                   : model.knn_mem_len);
+  options.knn_exact_threshold = knn.exact_threshold;
+  return options;
+}
+
+}  // namespace
 
 Scheduler::Scheduler(SchedulerConfig config, std::unique_ptr<model::Model> model)
     : config_(std::move(config)),
       inbox_(config_.max_waiting),
       model_(std::move(model)),
+      memory_options_(MakeMemoryOptions(config_.knn, model_->config())),
       sessions_(config_.sessions,
-                [m = model_.get()](int64_t knn_capacity) {
-                  model::MemoryOptions options;
-                  options.knn_mem_len = static_cast<int>(knn_capacity);
-                  return m->NewMemory(options);
+                [this](int64_t knn_capacity) {
+                  model::MemoryOptions options = memory_options_;
+                  if (knn_capacity > 0) options.knn_mem_len = static_cast<int>(knn_capacity);
+                  return model_->NewMemory(options);
                 },
                 config_.clock),
       last_sweep_(config_.clock()),
@@ -234,7 +246,7 @@ void Scheduler::StartReady() {
 void Scheduler::RunIteration() {
   for (auto it = running_.begin(); it != running_.end();) {
     Task& task = **it;
-    StepContext ctx{*model_, config_.clock()};
+    StepContext ctx{*model_, config_.clock(), memory_options_};
     bool done = false;
     try {
       done = task.Step(ctx);
@@ -252,7 +264,7 @@ void Scheduler::RunIteration() {
 }
 
 void Scheduler::ReapCancelledWaiting(absl::Time now) {
-  StepContext ctx{*model_, now};
+  StepContext ctx{*model_, now, memory_options_};
   for (auto it = ready_.begin(); it != ready_.end();) {
     if ((*it)->cancelled()) {
       (*it)->Step(ctx);  // a cancelled generate finishes without model work

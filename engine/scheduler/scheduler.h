@@ -33,11 +33,18 @@
 
 namespace mnemo::scheduler {
 
+// Per-session kNN memory sizes (entries per head; DESIGN.md §3).
+struct KnnLimits {
+  int64_t default_capacity = 0;  // sessions that ask for 0, and one-shot requests; 0 = model's
+  int64_t exact_threshold = 0;   // exact search up to this size, FAISS IVF beyond; 0 = default
+};
+
 struct SchedulerConfig {
   RequestLimits limits;
   int max_waiting = 1024;  // queued + parked model-work requests
   int max_running = 64;    // tasks stepped per iteration; more wait their turn
   session::SessionStoreConfig sessions;
+  KnnLimits knn;
   absl::Duration sweep_interval = absl::Seconds(1);
   session::SessionStore::Clock clock = absl::Now;
   std::string model_name;  // reported in SessionInfo
@@ -88,6 +95,7 @@ class Scheduler {
 
   // Loop-thread state.
   std::unique_ptr<model::Model> model_;
+  const model::MemoryOptions memory_options_;  // new memories (sessions default to these)
   session::SessionStore sessions_;
   std::list<std::unique_ptr<Task>> running_;
   std::deque<std::unique_ptr<Task>> ready_;  // admitted, session acquired, awaiting a slot

@@ -17,7 +17,7 @@ bool ScoreTask::Step(StepContext& ctx) {
   if (!started_) {
     started_ = true;
     if (session() == nullptr) {
-      own_.memory = ctx.model.NewMemory();
+      own_.memory = ctx.model.NewMemory(ctx.memory);
     } else if (!options_.update_memory) {
       own_ = session()->state.Clone();
     }

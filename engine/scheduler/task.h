@@ -27,6 +27,7 @@ namespace mnemo::scheduler {
 struct StepContext {
   model::Model& model;
   absl::Time now;
+  const model::MemoryOptions& memory;  // for a one-shot request's fresh memory
 };
 
 class Task {

@@ -40,9 +40,14 @@ std::string SessionStore::NewId() {
 
 absl::StatusOr<Session*> SessionStore::Create(absl::string_view requested_id,
                                               int64_t knn_capacity) {
-  if (knn_capacity < 0 || knn_capacity > (int64_t{1} << 30)) {
+  if (knn_capacity < 0) {
     return absl::InvalidArgumentError(
-        absl::StrCat("knn_capacity must be in [0, 2^30], got ", knn_capacity));
+        absl::StrCat("knn_capacity must be >= 0 (0 = the server default), got ", knn_capacity));
+  }
+  if (knn_capacity > config_.max_knn_capacity) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "knn_capacity ", knn_capacity, " is above this server's cap of ",
+        config_.max_knn_capacity, " entries (mnemo-server --max_knn_capacity)"));
   }
   std::string id;
   if (requested_id.empty()) {

@@ -37,6 +37,7 @@ struct SessionStoreConfig {
   absl::Duration ttl = absl::Hours(1);  // absl::InfiniteDuration() = never expire
   int64_t max_memory_bytes = int64_t{8} << 30;
   int remembered_evictions = 4096;  // evicted ids kept for the NOT_FOUND message
+  int64_t max_knn_capacity = int64_t{1} << 20;  // largest CreateSession knn_capacity
 };
 
 class SessionStore {

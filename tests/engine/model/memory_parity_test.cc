@@ -235,6 +235,57 @@ TEST_P(MemoryParityTest, CloneIsIndependent) {
   EXPECT_LT((a - full_.narrow(0, 100, tail.size())).abs().max().item<float>(), 1e-4);
 }
 
+TEST_P(MemoryParityTest, KnnLmKeysDoNotDependOnSplits) {
+  // The kNN-LM key of a position (last layer's normalised FFN input) is defined per position,
+  // like the log-probs: one call and token-sized pieces give the same keys.
+  auto whole_memory = model_->NewMemory();
+  torch::Tensor whole_keys;
+  ASSERT_TRUE(model_->Forward(tokens_, whole_memory, Outputs::kAll, &whole_keys).ok());
+  ASSERT_EQ(whole_keys.sizes(), (std::vector<int64_t>{static_cast<int64_t>(tokens_.size()),
+                                                     model_->config().d_model}));
+  auto memory = model_->NewMemory();
+  std::vector<torch::Tensor> parts;
+  for (size_t pos = 0; pos < tokens_.size(); pos += 9) {
+    const size_t n = std::min<size_t>(9, tokens_.size() - pos);
+    torch::Tensor keys;
+    ASSERT_TRUE(model_->Forward(absl::MakeConstSpan(tokens_).subspan(pos, n), memory,
+                                Outputs::kAll, &keys).ok());
+    parts.push_back(keys);
+  }
+  EXPECT_LT((torch::cat(parts, 0) - whole_keys).abs().max().item<float>(), 1e-4);
+  // Keys are finite and not constant.
+  EXPECT_TRUE(torch::isfinite(whole_keys).all().item<bool>());
+  EXPECT_GT(whole_keys.std().item<float>(), 1e-3);
+}
+
+// The same fixture, for the cases with a kNN layer only.
+using KnnStoreTest = MemoryParityTest;
+
+TEST_P(KnnStoreTest, MatchesTrainingRing) {
+  // Inference keeps the kNN entries in a knn::KnnMemory, training in a dense ring searched by
+  // mask: the two must give the same log-probabilities.
+  memory::SessionMemory ring = model_->transformer()->NewMemory(
+      1, torch::kCPU, /*compressive=*/GetParam().cmem_len > 0, /*knn_mem_len=*/-1,
+      /*knn_store=*/false);
+  ASSERT_EQ(ring.layer(model_->config().knn_layer).knn_store, nullptr);
+  torch::Tensor via_ring = FeedInPieces(*model_, ring, tokens_, {7, 16, 9});
+  EXPECT_LT((via_ring - full_).abs().max().item<float>(), 1e-4);
+}
+
+TEST_P(KnnStoreTest, PastItsExactThresholdStaysClose) {
+  // Past knn_exact_threshold the store searches a FAISS IVF index: approximate, so close to
+  // the exact result rather than equal, and still independent of how the text is split.
+  MemoryOptions options;
+  options.knn_exact_threshold = 16;
+  auto memory = model_->NewMemory(options);
+  torch::Tensor approximate = FeedInPieces(*model_, memory, tokens_, {5});
+  const int layer = model_->config().knn_layer;
+  ASSERT_NE(memory.layer(layer).knn_store, nullptr);
+  EXPECT_EQ(memory.layer(layer).knn_store->mode(), knn::KnnMode::kIvf);
+  const float mean_diff = (approximate - full_).abs().mean().item<float>();
+  EXPECT_LT(mean_diff, 0.05) << "IVF kNN drifted from exact kNN";
+}
+
 TEST_P(MemoryParityTest, MemoryStatsFollowTheDefinition) {
   const ModelConfig& c = model_->config();
   auto memory = model_->NewMemory();
@@ -259,6 +310,12 @@ INSTANTIATE_TEST_SUITE_P(
                       ParityCase{"CompressiveMax", 5, Compression::kMax},
                       ParityCase{"CompressiveConv", 5, Compression::kConv},
                       ParityCase{"XlKnn", 0, Compression::kMean, 30},
+                      ParityCase{"CompressiveConvKnn", 5, Compression::kConv, 30}),
+    [](const ::testing::TestParamInfo<ParityCase>& info) { return std::string(info.param.name); });
+
+INSTANTIATE_TEST_SUITE_P(
+    Memories, KnnStoreTest,
+    ::testing::Values(ParityCase{"XlKnn", 0, Compression::kMean, 30},
                       ParityCase{"CompressiveConvKnn", 5, Compression::kConv, 30}),
     [](const ::testing::TestParamInfo<ParityCase>& info) { return std::string(info.param.name); });
 

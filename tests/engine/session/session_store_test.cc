@@ -62,6 +62,17 @@ TEST_F(SessionStoreTest, ValidatesClientIdsAndRejectsDuplicates) {
             absl::StatusCode::kInvalidArgument);
 }
 
+TEST_F(SessionStoreTest, KnnCapacityAboveTheServerCapIsRejected) {
+  SessionStoreConfig config;
+  config.max_knn_capacity = 1000;
+  SessionStore store = MakeStore(config);
+  EXPECT_TRUE(store.Create("at-cap", /*knn_capacity=*/1000).ok());
+  absl::Status s = store.Create("above", /*knn_capacity=*/1001).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(s.message(), "--max_knn_capacity")) << s;
+  EXPECT_FALSE(store.Find("above").ok()) << "a rejected session must not exist";
+}
+
 TEST_F(SessionStoreTest, TtlExpiresIdleSessionsOnly) {
   SessionStoreConfig config;
   config.ttl = absl::Minutes(60);
