@@ -1,0 +1,78 @@
+#include "engine/datastore/model_id.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "engine/model/model_config.h"
+#include "engine/util/status_macros.h"
+
+namespace mnemo::datastore {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr int64_t kEndBytes = int64_t{1} << 20;
+
+class Fnv1a64 {
+ public:
+  void Add(const char* data, size_t n) {
+    for (size_t i = 0; i < n; ++i) {
+      hash_ ^= static_cast<unsigned char>(data[i]);
+      hash_ *= 0x100000001b3ULL;
+    }
+  }
+  uint64_t hash() const { return hash_; }
+
+ private:
+  uint64_t hash_ = 0xcbf29ce484222325ULL;
+};
+
+absl::Status AddRange(std::ifstream& in, int64_t offset, int64_t n, const std::string& path,
+                      Fnv1a64& hash) {
+  std::vector<char> buffer(static_cast<size_t>(n));
+  in.seekg(offset);
+  in.read(buffer.data(), n);
+  if (in.gcount() != n) return absl::DataLossError(absl::StrCat("short read of ", path));
+  hash.Add(buffer.data(), buffer.size());
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<ModelId> ComputeModelId(const std::string& model_dir) {
+  const std::string config_path = (fs::path(model_dir) / "config.json").string();
+  const std::string weights_path = (fs::path(model_dir) / "model.safetensors").string();
+  std::ifstream config_in(config_path, std::ios::binary);
+  if (!config_in) return absl::NotFoundError(absl::StrCat("cannot open ", config_path));
+  std::string config_text((std::istreambuf_iterator<char>(config_in)),
+                          std::istreambuf_iterator<char>());
+  MNEMO_ASSIGN_OR_RETURN(model::ModelConfig config, model::ParseModelConfig(config_text));
+
+  std::error_code error;
+  const auto size = fs::file_size(weights_path, error);
+  if (error) return absl::NotFoundError(absl::StrCat("cannot stat ", weights_path));
+  std::ifstream weights(weights_path, std::ios::binary);
+  if (!weights) return absl::NotFoundError(absl::StrCat("cannot open ", weights_path));
+
+  Fnv1a64 hash;
+  hash.Add(config_text.data(), config_text.size());
+  const int64_t bytes = static_cast<int64_t>(size);
+  char size_bytes[8];
+  for (int i = 0; i < 8; ++i) size_bytes[i] = static_cast<char>((bytes >> (8 * i)) & 0xff);
+  hash.Add(size_bytes, 8);
+  const int64_t head = std::min(bytes, kEndBytes);
+  MNEMO_RETURN_IF_ERROR(AddRange(weights, 0, head, weights_path, hash));
+  const int64_t tail = std::min(bytes, kEndBytes);
+  MNEMO_RETURN_IF_ERROR(AddRange(weights, bytes - tail, tail, weights_path, hash));
+  return ModelId{config.name, absl::StrFormat("%016x", hash.hash())};
+}
+
+}  // namespace mnemo::datastore
