@@ -53,8 +53,9 @@ class IvfHeadIndex {
   // exceed every id already held (ids stay ascending in each list).
   void Add(const torch::Tensor& keys, int64_t first_id);
 
-  // Removes every entry with id < `below` (a prefix of each list). Costs a pass over the lists.
-  void EvictBelow(int64_t below);
+  // Removes the entries with id < `below` (a prefix of each list) from `count` lists, starting at
+  // list `first_list` and wrapping around. Costs a move of those lists' remaining entries.
+  void EvictBelow(int64_t below, int first_list, int count);
 
   // The `nprobe` nearest lists of each query: ([n, nprobe] int64 list ids, [n, nprobe] float32
   // inner products with their centroids), best first. queries: [n, d] float32.
@@ -76,7 +77,6 @@ class IvfHeadIndex {
 
   std::unique_ptr<faiss::IndexIVFFlat> index_;  // owns its quantizer (an IndexFlatIP)
   torch::Tensor centroids_;                     // [nlist, d], the quantizer's vectors
-  int64_t oldest_id_ = 0;                       // no id below this is held
 };
 
 }  // namespace mnemo::knn

@@ -121,6 +121,7 @@ class KnnMemory {
 
   absl::Status BuildIvf();
   void AddToIvf(int64_t first, int64_t count);
+  void EvictFromIvf(int64_t appended);
   // Positions [H, Q, k] of the hits (-1 = none) for each mode.
   torch::Tensor SearchExact(const torch::Tensor& queries, int k, const torch::Tensor& lo,
                             const torch::Tensor& hi) const;
@@ -133,10 +134,11 @@ class KnnMemory {
   KnnMemoryConfig config_;
   torch::Tensor keys_;            // [H, capacity, d] float32; slot = SlotOf(position)
   torch::Tensor values_;          // [H, capacity, d] float32
-  torch::Tensor slot_positions_;  // [capacity] int64: position held by each slot, -1 = empty
   int64_t next_position_ = 0;
-  int64_t evict_chunk_ = 1;       // IVF entries are evicted once this many are stale
-  int64_t ivf_floor_ = 0;         // the IVF indexes hold no position below this
+  // IVF eviction: every list is trimmed once per evict_sweep_ positions, a few lists per append.
+  int64_t evict_sweep_ = 1;
+  int64_t evict_credit_ = 0;      // appended positions x nlist not yet spent on trimming lists
+  int evict_cursor_ = 0;          // the next list to trim
   std::vector<std::unique_ptr<IvfHeadIndex>> ivf_;  // [H] in IVF mode, empty in exact mode
 };
 

@@ -94,7 +94,7 @@ TEST(KnnMemoryTest, FifoNeverReturnsEvictedAndKeepsTheWindowEdge) {
   constexpr int64_t kCapacity = 256, kFirst = 1000;
   auto memory = KnnMemory::Create(SmallConfig(kCapacity, kFirst)).value();
   BruteForce all(kFirst);
-  const int64_t ring_bytes = 2 * (2 * kCapacity * 16 * 4) + kCapacity * 8;
+  const int64_t ring_bytes = 2 * (2 * kCapacity * 16 * 4);
   EXPECT_EQ(memory->bytes(), ring_bytes);
   EXPECT_EQ(memory->size(), 0);
   for (int64_t i = 0; i < 3 * kCapacity; ++i) {
