@@ -20,12 +20,14 @@ ARG MNEMO_BUILD_TESTS=OFF
 RUN --mount=type=cache,target=/root/.cache/ccache \
     MNEMO_BUILD_TESTS=${MNEMO_BUILD_TESTS} MNEMO_BUILD_TYPE=Release MNEMO_BUILD_DIR=/src/build \
     bash scripts/build.sh mnemo-server mnemo-cli mnemo-model
-# Binaries, stripped, and the bundled model -- or, until the trained model lands, a randomly
-# initialised one (the server then works end to end but its text is gibberish by design).
+# Binaries, stripped, and the bundled model (models/mnemo-stdlib) -- or, in a checkout without
+# it, a randomly initialised one (the server then works but its text is gibberish by design).
 RUN mkdir -p /out/bin /out/models \
  && cp build/server/mnemo-server build/clients/cpp/mnemo build/tools/mnemo-model /out/bin/ \
  && strip --strip-unneeded /out/bin/* \
- && if [ -f models/default/config.json ]; then cp -r models/default /out/models/default; \
+ && if [ -f models/mnemo-stdlib/config.json ]; then mkdir -p /out/models/default \
+      && cp models/mnemo-stdlib/config.json models/mnemo-stdlib/model.safetensors \
+            models/mnemo-stdlib/README.md /out/models/default/; \
     else /out/bin/mnemo-model init --out /out/models/default --seed 1; fi
 
 FROM debian:12

@@ -4,9 +4,10 @@
 #
 #   scripts/serve.sh [mnemo-server flags...]     e.g. --listen 0.0.0.0:50051 --threads 2
 #
-# Serves the bundled model models/default when present. Otherwise (until the trained model
-# lands) it creates a randomly initialised model in build/models/random: the server works end
-# to end, but its output is gibberish by design.
+# Serves the bundled model models/mnemo-stdlib (trained by scripts/train_model.sh; see its
+# README.md), or the model directory in MNEMO_MODEL. If neither exists it creates a randomly
+# initialised model in build/models/random and says so loudly: the server works end to end,
+# but its output is gibberish by design.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -14,7 +15,8 @@ build_dir="${MNEMO_BUILD_DIR:-$root/build}"
 
 bash "$root/scripts/build.sh" mnemo-server mnemo-model mnemo-cli
 
-model="$root/models/default"
+wanted="${MNEMO_MODEL:-$root/models/mnemo-stdlib}"
+model="$wanted"
 if [ ! -f "$model/config.json" ]; then
   model="$build_dir/models/random"
   if [ ! -f "$model/config.json" ]; then
@@ -23,7 +25,7 @@ if [ ! -f "$model/config.json" ]; then
   cat >&2 <<MSG
 
   ************************************************************************************
-  *  No bundled model (models/default): serving a RANDOMLY INITIALISED model from    *
+  *  No model at $wanted: serving a RANDOMLY INITIALISED model from
   *  $model
   *  Everything works end to end, but the generated text is gibberish by design.    *
   ************************************************************************************

@@ -276,7 +276,10 @@ absl::Status TrainImpl(const TrainerOptions& o) {
                                               state.step, o.steps, rate, smoothed_bpb,
                                               state.last_validation_bpb, batcher.epoch()));
   }
-  MNEMO_RETURN_IF_ERROR(validate());
+  // The last step may have just been validated (steps a multiple of eval_every).
+  if (state.validation_history.empty() || state.validation_history.back().first != state.step) {
+    MNEMO_RETURN_IF_ERROR(validate());
+  }
   progress.Finish(absl::StrFormat("%d steps, validation %.4f bpb", state.step, state.last_validation_bpb));
   MNEMO_RETURN_IF_ERROR(SaveCheckpoint(checkpoint, o.model, *net, optimizer, state));
   MNEMO_RETURN_IF_ERROR(model::SaveModelDirectory(o.out_dir, o.model, *net, o.save_bf16));
