@@ -1,6 +1,7 @@
 #include "engine/knn/knn_memory.h"
 
 #include <ATen/Parallel.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
@@ -20,6 +21,31 @@ constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 // The IVF lists are swept free of evicted entries once per capacity / this many positions, so
 // they hold at most ~6% stale entries.
 constexpr int64_t kEvictSweepFraction = 16;
+
+// Appends or searches of fewer entries/queries (all heads) than this run on the calling thread
+// alone (see SerialIfSmall).
+constexpr int64_t kSerialBelow = 32;
+
+// Runs a decode-sized call single-threaded. A decode step is a dozen small products and scans;
+// each one LibTorch or OpenBLAS splits across threads wakes a sleeping OpenMP worker
+// (OMP_WAIT_POLICY=PASSIVE), which costs more than the split gains: on the 2-core machine a
+// 4096 x 64 matrix-vector product takes 12 us on one thread and 68 us on two. OpenMP's thread
+// count is per calling thread, so other threads are unaffected.
+class SerialIfSmall {
+ public:
+  explicit SerialIfSmall(int64_t items)
+      : saved_(items < kSerialBelow ? omp_get_max_threads() : 0) {
+    if (saved_ > 1) omp_set_num_threads(1);
+  }
+  ~SerialIfSmall() {
+    if (saved_ > 1) omp_set_num_threads(saved_);
+  }
+  SerialIfSmall(const SerialIfSmall&) = delete;
+  SerialIfSmall& operator=(const SerialIfSmall&) = delete;
+
+ private:
+  int saved_;
+};
 
 // Scores per exact-search block: [H, rows, window] stays near 16 MB whatever the query count.
 constexpr int64_t kExactBlockScores = int64_t{1} << 22;
@@ -57,8 +83,6 @@ int DefaultNlist(int64_t capacity, int64_t exact_threshold) {
   return 1 << exponent;
 }
 
-int DefaultNprobe(int nlist) { return std::max(8, nlist / 128); }
-
 const char* KnnModeName(KnnMode mode) { return mode == KnnMode::kExact ? "exact" : "ivf"; }
 
 KnnMemory::KnnMemory(const KnnMemoryConfig& config)
@@ -73,16 +97,15 @@ absl::StatusOr<std::unique_ptr<KnnMemory>> KnnMemory::Create(const KnnMemoryConf
                      " dim=", config.dim, " capacity=", config.capacity));
   }
   if (config.first_position < 0 || config.exact_threshold < 0 || config.nlist < 0 ||
-      config.nprobe < 0 || config.train_iterations < 1 || config.train_points_per_list < 1 ||
+      config.nprobe < 1 || config.train_iterations < 1 || config.train_points_per_list < 1 ||
       config.group_spread < 0) {
     return absl::InvalidArgumentError(
-        "kNN memory: first_position, exact_threshold, nlist, nprobe, group_spread must be >= 0 "
-        "and train_iterations, train_points_per_list >= 1");
+        "kNN memory: first_position, exact_threshold, nlist, group_spread must be >= 0 and "
+        "nprobe, train_iterations, train_points_per_list >= 1");
   }
   KnnMemoryConfig resolved = config;
   if (config.capacity > config.exact_threshold) {
     if (resolved.nlist == 0) resolved.nlist = DefaultNlist(config.capacity, config.exact_threshold);
-    if (resolved.nprobe == 0) resolved.nprobe = DefaultNprobe(resolved.nlist);
     if (resolved.nlist > config.exact_threshold + 1) {
       return absl::InvalidArgumentError(absl::StrCat(
           "kNN memory: nlist ", resolved.nlist, " exceeds the ", config.exact_threshold + 1,
@@ -128,6 +151,7 @@ absl::Status KnnMemory::Append(const torch::Tensor& keys, const torch::Tensor& v
   const int64_t n = keys.size(0);
   if (n == 0) return absl::OkStatus();
   try {
+    SerialIfSmall serial(n * config_.heads);
     // Only the last `capacity` positions of a long append survive it.
     const int64_t kept = std::min(n, capacity());
     const int64_t first = next_position_ + n - kept;
@@ -240,6 +264,7 @@ absl::StatusOr<KnnResult> KnnMemory::Search(const torch::Tensor& queries, int k,
     }
   }
   try {
+    SerialIfSmall serial(q * h);
     torch::Tensor qc = queries.contiguous();
     torch::Tensor positions = mode() == KnnMode::kExact ? SearchExact(qc, k, lo_c, hi_c)
                                                         : SearchIvf(qc, k, lo_c, hi_c);
@@ -365,7 +390,7 @@ torch::Tensor KnnMemory::SearchIvf(const torch::Tensor& queries, int k, const to
                        g.hi, cand_scores[head].data() + off, cand_ids[head].data() + off);
   };
   // FAISS splits one call's queries across threads itself; with several calls, run them side by
-  // side instead (a decode step is one query per head: the heads in parallel).
+  // side instead (a decode step is serial: see SerialIfSmall).
   const int64_t tasks = h * num_groups;
   if (tasks > 1 && at::get_num_threads() > 1) {
     at::parallel_for(0, tasks, 1, [&](int64_t begin, int64_t end) {

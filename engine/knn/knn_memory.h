@@ -53,7 +53,9 @@ struct KnnMemoryConfig {
   // IVF lists per head; 0 = DefaultNlist(capacity, exact_threshold). At most exact_threshold + 1
   // (the quantizer is trained on the entries present when the threshold is crossed).
   int nlist = 0;
-  int nprobe = 0;                   // lists scanned per query; 0 = DefaultNprobe(nlist)
+  // Lists scanned per query. With the default nlist a query scans ~2 sqrt(capacity) entries per
+  // head (2K at 1M); recall and cost by nprobe are in docs/results/knn_memory.md.
+  int nprobe = 8;
   // k-means iterations at the threshold crossing. Each costs sample * nlist * d per head (65K x
   // 4096 x 64 = 17 GMAC); 4 keep most of 10's recall (docs/results/knn_memory.md).
   int train_iterations = 4;
@@ -70,8 +72,6 @@ struct KnnMemoryConfig {
 // 4096 lists of ~256 entries). Many small lists probed more often beat few large ones at the same
 // scan cost (docs/results/knn_memory.md): their centroids follow the keys more closely.
 int DefaultNlist(int64_t capacity, int64_t exact_threshold);
-// nprobe for `nlist` lists: nlist / 128 (a query scans ~0.8% of the memory), at least 8.
-int DefaultNprobe(int nlist);
 
 enum class KnnMode { kExact, kIvf };
 const char* KnnModeName(KnnMode mode);

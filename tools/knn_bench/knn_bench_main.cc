@@ -1,6 +1,6 @@
 // mnemo-knn-bench: cost and recall of the per-session kNN memory (engine/knn) by size.
 //
-//   mnemo-knn-bench [--sizes 4096,65536,1048576 --heads 4 --dim 64 --k 32 --nprobe 0 ...]
+//   mnemo-knn-bench [--sizes 4096,65536,1048576 --heads 4 --dim 64 --k 32 --nprobe 8 ...]
 //
 // For each size N a memory of capacity N is filled with N positions of clustered synthetic keys
 // (engine/knn/clustered_keys.h) in prefill segments, then searched like a decoder (one query per
@@ -34,7 +34,7 @@ ABSL_FLAG(std::string, sizes, "4096,65536,1048576", "memory sizes (entries per h
 ABSL_FLAG(int, heads, 4, "attention heads");
 ABSL_FLAG(int, dim, 64, "head dimension");
 ABSL_FLAG(int, k, 32, "neighbours per query");
-ABSL_FLAG(int, nprobe, 0, "IVF lists scanned per query (0 = the memory's default for nlist)");
+ABSL_FLAG(int, nprobe, 8, "IVF lists scanned per query");
 ABSL_FLAG(int, nlist, 0, "IVF lists per head (0 = the memory's default for the size)");
 ABSL_FLAG(int64_t, exact_threshold, 65536, "entries per head above which search uses IVF");
 ABSL_FLAG(int, train_iterations, 4, "k-means iterations when the threshold is crossed");
