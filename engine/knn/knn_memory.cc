@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/knn/ivf_head_index.h"
+#include "engine/util/status_macros.h"
 
 namespace mnemo::knn {
 namespace {
@@ -49,6 +50,10 @@ class SerialIfSmall {
 
 // Scores per exact-search block: [H, rows, window] stays near 16 MB whatever the query count.
 constexpr int64_t kExactBlockScores = int64_t{1} << 22;
+
+// The rings' first allocation (or the capacity, if smaller): 2 MiB of keys and values for
+// 4 heads of 64 dims, so short sessions do not grow them a dozen times.
+constexpr int64_t kMinRingEntries = 1024;
 
 absl::Status CheckFloatCpu(const torch::Tensor& t, const char* name) {
   if (!t.defined()) return absl::InvalidArgumentError(absl::StrCat(name, " is undefined"));
@@ -113,15 +118,10 @@ absl::StatusOr<std::unique_ptr<KnnMemory>> KnnMemory::Create(const KnnMemoryConf
     }
   }
   std::unique_ptr<KnnMemory> memory(new KnnMemory(resolved));
-  try {
-    const int64_t c = config.capacity;
-    memory->keys_ = torch::empty({config.heads, c, config.dim}, torch::kFloat32);
-    memory->values_ = torch::empty({config.heads, c, config.dim}, torch::kFloat32);
-  } catch (const std::exception& e) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("kNN memory: cannot allocate rings of ", config.capacity, " x ",
-                     config.heads, " x ", config.dim, ": ", e.what()));
-  }
+  // Empty rings: they grow with the entries (Reserve), so bytes() follows what is held.
+  memory->keys_ = torch::empty({config.heads, 0, config.dim}, torch::kFloat32);
+  memory->values_ = torch::empty({config.heads, 0, config.dim}, torch::kFloat32);
+  if (config.preallocate) MNEMO_RETURN_IF_ERROR(memory->Reserve(config.capacity));
   memory->evict_sweep_ = std::max<int64_t>(1, config.capacity / kEvictSweepFraction);
   return memory;
 }
@@ -150,6 +150,7 @@ absl::Status KnnMemory::Append(const torch::Tensor& keys, const torch::Tensor& v
   }
   const int64_t n = keys.size(0);
   if (n == 0) return absl::OkStatus();
+  if (absl::Status s = Reserve(next_position_ + n - config_.first_position); !s.ok()) return s;
   try {
     SerialIfSmall serial(n * config_.heads);
     // Only the last `capacity` positions of a long append survive it.
@@ -176,6 +177,32 @@ absl::Status KnnMemory::Append(const torch::Tensor& keys, const torch::Tensor& v
     }
   } catch (const std::exception& e) {
     return absl::InternalError(absl::StrCat("kNN memory Append failed: ", e.what()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status KnnMemory::Reserve(int64_t appended) {
+  const int64_t held = allocated();
+  const int64_t needed = std::min(appended, capacity());
+  if (needed <= held) return absl::OkStatus();
+  // Geometric growth: sizes kMinRingEntries * 2^j (then the capacity), so an entry is copied
+  // at most about once on average whatever the history, and the rings hold < 2x the entries.
+  int64_t grown = kMinRingEntries;
+  while (grown < needed) grown *= 2;
+  grown = std::min(grown, capacity());
+  try {
+    torch::Tensor keys = torch::empty({config_.heads, grown, config_.dim}, torch::kFloat32);
+    torch::Tensor values = torch::empty({config_.heads, grown, config_.dim}, torch::kFloat32);
+    // Not yet full, so nothing has wrapped: slot = position - first_position in the old rings
+    // and in the new ones alike (SlotOf is modulo capacity, which no slot has reached).
+    keys.narrow(1, 0, held).copy_(keys_);
+    values.narrow(1, 0, held).copy_(values_);
+    keys_ = std::move(keys);
+    values_ = std::move(values);
+  } catch (const std::exception& e) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("kNN memory: cannot grow rings to ", grown, " x ", config_.heads, " x ",
+                     config_.dim, " (capacity ", capacity(), "): ", e.what()));
   }
   return absl::OkStatus();
 }
@@ -422,6 +449,13 @@ KnnResult KnnMemory::Finish(const torch::Tensor& queries, torch::Tensor position
   const int64_t h = config_.heads, q = positions.size(1), k = positions.size(2), d = config_.dim;
   KnnResult r;
   r.valid = positions.ge(0);  // [H, Q, k]
+  if (allocated() == 0) {  // nothing appended yet: nothing to gather, every hit invalid
+    r.keys = torch::zeros({h, q, k, d}, torch::kFloat32);
+    r.values = torch::zeros({h, q, k, d}, torch::kFloat32);
+    r.scores = torch::zeros({h, q, k}, torch::kFloat32);
+    r.positions = std::move(positions);
+    return r;
+  }
   torch::Tensor slots = torch::where(r.valid, (positions - config_.first_position) % capacity(),
                                      torch::zeros_like(positions));
   torch::Tensor gather = slots.reshape({h, q * k, 1}).expand({h, q * k, d});

@@ -25,9 +25,14 @@
 // kNN window [t - mem_len - knn_len, t - mem_len) for query t that appends a segment of up to
 // seg_len positions before searching needs capacity >= knn_len + mem_len + seg_len.
 //
-// Memory: rings are float32 [heads, capacity, d] for keys and for values, allocated at Create
-// (pages are touched as they fill). At 1M entries, 4 heads, d = 64: keys 1 GiB + values 1 GiB +
-// the IVF copy of the keys ~1 GiB (+ 8 B/entry ids) ~= 3.1 GiB per session per kNN layer.
+// Memory: rings are float32 [heads, allocated, d] for keys and for values. They start empty and
+// grow with the entries, geometrically (x2, at least 1024 entries, at most capacity), so bytes()
+// follows what the session holds: a fresh 64K-capacity session costs nothing, a 1K-token one
+// ~2 MiB (4 heads, d = 64). Until the ring first fills nothing wraps, so growth copies the held
+// entries once into a larger ring (amortised O(1) per append, never a copy per append); once
+// allocated == capacity the rings never move again and FIFO eviction overwrites slots in place.
+// At 1M entries, 4 heads, d = 64: keys 1 GiB + values 1 GiB + the IVF copy of the keys ~1 GiB
+// (+ 8 B/entry ids) ~= 3.1 GiB per session per kNN layer.
 #ifndef MNEMO_ENGINE_KNN_KNN_MEMORY_H_
 #define MNEMO_ENGINE_KNN_KNN_MEMORY_H_
 
@@ -64,6 +69,9 @@ struct KnnMemoryConfig {
   // candidate slack per query); 0 = k. Larger groups: fewer calls, more candidates each.
   int64_t group_spread = 0;
   uint64_t seed = 1234;             // k-means sampling and initialisation
+  // Allocate the rings at full capacity in Create instead of growing them with the entries
+  // (results are the same either way; a caller that must fail early rather than mid-session).
+  bool preallocate = false;
 };
 
 // nlist for a memory of `capacity` entries: the power of two nearest 4 * sqrt(capacity) (the
@@ -112,6 +120,8 @@ class KnnMemory {
   int64_t oldest_position() const { return next_position_ - size(); }
   KnnMode mode() const { return ivf_.empty() ? KnnMode::kExact : KnnMode::kIvf; }
   int nlist() const;  // IVF lists per head; 0 in exact mode
+  // Entries per head the rings have room for: >= size(), <= capacity(); grows, never shrinks.
+  int64_t allocated() const { return keys_.size(1); }
   // Rings (allocated) + IVF lists (codes and ids, allocated) + centroids.
   int64_t bytes() const;
   const KnnMemoryConfig& config() const { return config_; }
@@ -119,6 +129,9 @@ class KnnMemory {
  private:
   explicit KnnMemory(const KnnMemoryConfig& config);
 
+  // Grows the rings to hold min(appended, capacity) entries (appended = positions ever appended,
+  // after the coming Append). RESOURCE_EXHAUSTED if the allocation fails; nothing changes then.
+  absl::Status Reserve(int64_t appended);
   absl::Status BuildIvf();
   void AddToIvf(int64_t first, int64_t count);
   void EvictFromIvf(int64_t appended);
@@ -132,8 +145,8 @@ class KnnMemory {
   int64_t SlotOf(int64_t position) const { return (position - config_.first_position) % capacity(); }
 
   KnnMemoryConfig config_;
-  torch::Tensor keys_;            // [H, capacity, d] float32; slot = SlotOf(position)
-  torch::Tensor values_;          // [H, capacity, d] float32
+  torch::Tensor keys_;            // [H, allocated, d] float32; slot = SlotOf(position)
+  torch::Tensor values_;          // [H, allocated, d] float32
   int64_t next_position_ = 0;
   // IVF eviction: every list is trimmed once per evict_sweep_ positions, a few lists per append.
   int64_t evict_sweep_ = 1;
