@@ -7,7 +7,9 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "engine/datastore/model_id.h"
 #include "engine/model/model.h"
+#include "engine/scheduler/datastore_info.h"
 #include "engine/scheduler/scheduler.h"
 #include "engine/tokenizer/byte_tokenizer.h"
 #include "engine/tokenizer/utf8.h"
@@ -76,6 +78,17 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& confi
                          model::Model::Load(config.model_dir, load));
   ModelInfo info = MakeModelInfo(*model, config.model_dir);
 
+  // Datastores are checked against the weights on disk (not the config's name alone).
+  MNEMO_ASSIGN_OR_RETURN(datastore::ModelId model_id, datastore::ComputeModelId(config.model_dir));
+  std::vector<datastore::DatastoreSpec> specs;
+  for (const std::string& flag : config.datastores) {
+    MNEMO_ASSIGN_OR_RETURN(datastore::DatastoreSpec spec, datastore::ParseDatastoreSpec(flag));
+    specs.push_back(std::move(spec));
+  }
+  MNEMO_ASSIGN_OR_RETURN(std::unique_ptr<datastore::DatastoreCatalog> catalog,
+                         datastore::DatastoreCatalog::Open(specs, model_id));
+  std::shared_ptr<const datastore::DatastoreCatalog> datastores = std::move(catalog);
+
   scheduler::SchedulerConfig sc;
   sc.limits.default_max_new_tokens = config.default_max_new_tokens;
   sc.limits.max_new_tokens_cap = config.max_new_tokens_cap;
@@ -88,13 +101,27 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& confi
   sc.knn.default_capacity = config.knn_capacity;
   sc.knn.exact_threshold = config.knn_exact_threshold;
   sc.model_name = info.name;
+  sc.datastores = datastores;
+  sc.model_id = model_id.ToString();
+  sc.max_session_datastore_entries = config.max_session_datastore_entries;
+  if (config.knn_search_observer) {
+    sc.knn_search_observer = [observer = config.knn_search_observer](absl::Duration latency,
+                                                                     int64_t) {
+      observer(latency);
+    };
+  }
   auto scheduler = std::make_unique<scheduler::Scheduler>(std::move(sc), std::move(model));
-  return std::unique_ptr<Engine>(new Engine(config, std::move(info), std::move(scheduler)));
+  return std::unique_ptr<Engine>(
+      new Engine(config, std::move(info), std::move(datastores), std::move(scheduler)));
 }
 
 Engine::Engine(EngineConfig config, ModelInfo info,
+               std::shared_ptr<const datastore::DatastoreCatalog> datastores,
                std::unique_ptr<scheduler::Scheduler> scheduler)
-    : config_(std::move(config)), model_info_(std::move(info)), scheduler_(std::move(scheduler)) {}
+    : config_(std::move(config)),
+      model_info_(std::move(info)),
+      datastores_(std::move(datastores)),
+      scheduler_(std::move(scheduler)) {}
 
 Engine::~Engine() = default;  // the scheduler stops its loop and closes every stream
 
@@ -118,6 +145,37 @@ void Engine::ListSessions(ListDone done) { scheduler_->ListSessions(std::move(do
 
 void Engine::DeleteSession(std::string session_id, StatusDone done) {
   scheduler_->DeleteSession(std::move(session_id), std::move(done));
+}
+
+void Engine::AddToSessionDatastore(AddToDatastoreOptions options, AddToDatastoreDone done) {
+  scheduler_->SubmitAddToDatastore(std::move(options), std::move(done));
+}
+
+std::vector<DatastoreInfo> Engine::ListDatastores() const {
+  std::vector<DatastoreInfo> infos;
+  for (const auto& entry : datastores_->entries()) {
+    infos.push_back(scheduler::SharedDatastoreInfo(entry));
+  }
+  return infos;
+}
+
+void Engine::GetDatastore(std::string name, std::string session_id, DatastoreDone done) {
+  if (name == datastore::kSessionDatastoreName) {
+    if (session_id.empty()) {
+      done(absl::InvalidArgumentError(absl::StrCat(
+          "datastore \"", name, "\" is a session's private datastore: set session_id")));
+      return;
+    }
+    scheduler_->GetSessionDatastore(std::move(session_id), std::move(done));
+    return;
+  }
+  const datastore::DatastoreCatalog::Entry* entry = datastores_->Find(name);
+  if (entry == nullptr) {
+    done(absl::NotFoundError(absl::StrCat("datastore \"", name, "\" is not loaded (loaded: ",
+                                          datastores_->Names(), ")")));
+    return;
+  }
+  done(scheduler::SharedDatastoreInfo(*entry));
 }
 
 absl::StatusOr<TokenizeResult> Engine::Tokenize(const std::string& text) const {

@@ -25,6 +25,9 @@
 namespace mnemo::scheduler {
 class Scheduler;
 }  // namespace mnemo::scheduler
+namespace mnemo::datastore {
+class DatastoreCatalog;
+}  // namespace mnemo::datastore
 
 namespace mnemo::engine {
 
@@ -45,6 +48,14 @@ struct EngineConfig {
   int64_t knn_capacity = 65536;
   int64_t max_knn_capacity = int64_t{1} << 20;
   int64_t knn_exact_threshold = 16384;
+  // Shared kNN-LM datastores, as `--datastore` values: NAME=DIR[,lambda=L][,k=K]
+  // [,temperature=T][,nprobe=N]. Each must have been built for this model.
+  std::vector<std::string> datastores;
+  // Entries a session's private datastore may hold; 0 = unbounded.
+  int64_t max_session_datastore_entries = int64_t{1} << 20;
+  // Called (on the loop thread, must not block) with the wall time of every kNN-LM datastore
+  // search; may be empty.
+  std::function<void(absl::Duration)> knn_search_observer;
 };
 
 class Engine {
@@ -66,6 +77,8 @@ class Engine {
   using SessionDone = std::function<void(absl::StatusOr<SessionInfo>)>;
   using ListDone = std::function<void(absl::StatusOr<std::vector<SessionInfo>>)>;
   using StatusDone = std::function<void(absl::Status)>;
+  using AddToDatastoreDone = std::function<void(absl::StatusOr<AddToDatastoreResult>)>;
+  using DatastoreDone = std::function<void(absl::StatusOr<DatastoreInfo>)>;
 
   // Each runs `done` exactly once, on the loop thread (or inline when validation fails).
   void Score(ScoreOptions options, ScoreDone done);
@@ -73,6 +86,15 @@ class Engine {
   void GetSession(std::string session_id, SessionDone done);
   void ListSessions(ListDone done);  // sorted by session id
   void DeleteSession(std::string session_id, StatusDone done);
+  // Reads `options.text` with a fresh memory and appends one entry per token to the session's
+  // private datastore (knn_lm.datastore = "session"); model work, queued like Score.
+  void AddToSessionDatastore(AddToDatastoreOptions options, AddToDatastoreDone done);
+  // name "session" + session_id: that session's private datastore (through the loop thread);
+  // any other name: a shared datastore (answered inline). NOT_FOUND for unknown names.
+  void GetDatastore(std::string name, std::string session_id, DatastoreDone done);
+
+  // Shared datastores, sorted by name. Synchronous; any thread.
+  std::vector<DatastoreInfo> ListDatastores() const;
 
   // Pure and synchronous; any thread.
   absl::StatusOr<TokenizeResult> Tokenize(const std::string& text) const;
@@ -82,10 +104,14 @@ class Engine {
   EngineStats Stats() const;
 
  private:
-  Engine(EngineConfig config, ModelInfo info, std::unique_ptr<scheduler::Scheduler> scheduler);
+  Engine(EngineConfig config, ModelInfo info,
+         std::shared_ptr<const datastore::DatastoreCatalog> datastores,
+         std::unique_ptr<scheduler::Scheduler> scheduler);
 
   const EngineConfig config_;
   const ModelInfo model_info_;
+  // Immutable; shared with the scheduler. Declared before it, so destroyed after it.
+  const std::shared_ptr<const datastore::DatastoreCatalog> datastores_;
   std::unique_ptr<scheduler::Scheduler> scheduler_;  // owns the loop thread, the model and the sessions
 };
 

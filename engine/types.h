@@ -21,6 +21,15 @@ struct SamplingOptions {
   std::optional<uint64_t> seed;     // unset = drawn from the engine's entropy
 };
 
+// kNN-LM interpolation with a datastore (DESIGN.md §4). Unset fields take the datastore's
+// defaults (`--datastore NAME=DIR,lambda=...`).
+struct KnnLmOptions {
+  std::string datastore;              // a --datastore NAME, or "session" (the session's own)
+  std::optional<float> lambda;        // weight of p_kNN, in [0, 1]
+  int k = 0;                          // neighbours; 0 = default, at most 1024
+  std::optional<float> temperature;   // > 0, in squared-L2 units of the keys
+};
+
 struct GenerateOptions {
   std::string session_id;  // empty = one-shot
   std::string prompt;      // UTF-8; may be empty only with a session
@@ -29,6 +38,7 @@ struct GenerateOptions {
   std::vector<std::string> stop;  // non-empty strings
   int top_logprobs = 0;           // alternatives per token, 0..EngineConfig::max_top_logprobs
   bool stop_at_eos = true;
+  std::optional<KnnLmOptions> knn_lm;
 };
 
 struct TokenAlternative {
@@ -68,6 +78,7 @@ struct ScoreOptions {
   std::string text;        // UTF-8, non-empty
   bool update_memory = false;
   bool token_logprobs = false;
+  std::optional<KnnLmOptions> knn_lm;
 };
 
 struct ScoreResult {
@@ -124,12 +135,52 @@ struct ModelInfo {
   std::string device;
 };
 
+// A datastore as the Datastores service reports it.
+struct DatastoreInfo {
+  std::string name;
+  bool session_private = false;  // a session's own store (name "session"), else shared
+  std::string session_id;        // session_private only
+  std::string dir;               // shared only
+  std::string model;             // "name@fingerprint" of the model that made the keys
+  std::string key_type;
+  int d = 0;
+  int64_t entries = 0;
+  int64_t bytes = 0;
+  std::string index_type;  // "flat", "ivfpq"; "exact" for a session's in-memory store
+  int nlist = 0;
+  int pq_m = 0;
+  int pq_nbits = 0;
+  std::string corpus;
+  int64_t corpus_files = 0;
+  int64_t corpus_bytes = 0;
+  double build_seconds = 0;
+  std::string built_at;
+  // What requests that leave knn_lm fields unset get.
+  float default_lambda = 0;
+  int default_k = 0;
+  float default_temperature = 0;
+};
+
+struct AddToDatastoreOptions {
+  std::string session_id;
+  std::string text;  // UTF-8, non-empty; one document, read with a fresh memory
+};
+
+struct AddToDatastoreResult {
+  int64_t entries_added = 0;
+  DatastoreInfo datastore;  // after the addition
+};
+
 struct EngineStats {
   int running = 0;   // requests being generated or scored
   int waiting = 0;   // requests queued behind them
   int sessions = 0;
   int64_t session_memory_bytes = 0;
   int64_t sessions_evicted_total = 0;  // by LRU or TTL
+  // Sessions' private kNN-LM datastores, all together (their bytes are also in
+  // session_memory_bytes).
+  int64_t session_datastore_entries = 0;
+  int64_t session_datastore_bytes = 0;
 };
 
 }  // namespace mnemo::engine

@@ -8,10 +8,12 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/str_split.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "engine/engine.h"
@@ -39,6 +41,14 @@ ABSL_FLAG(int64_t, max_knn_capacity, int64_t{1} << 20,
 ABSL_FLAG(int64_t, knn_exact_threshold, 16384,
           "kNN memories search exactly up to this many entries, through a FAISS IVF index "
           "beyond.");
+ABSL_FLAG(std::string, datastore, "",
+          "A shared kNN-LM datastore built by mnemo-index for this model, as "
+          "NAME=DIR[,lambda=L][,k=K][,temperature=T][,nprobe=N] (the values are what requests "
+          "that leave knn_lm fields unset get; defaults lambda=0.25,k=16,temperature=1,nprobe=8). "
+          "Repeatable; ';' also separates several.");
+ABSL_FLAG(int64_t, max_session_datastore_entries, int64_t{1} << 20,
+          "Entries a session's private kNN-LM datastore may hold (RESOURCE_EXHAUSTED above); "
+          "0 = unbounded.");
 ABSL_FLAG(int, max_request_bytes, 64 << 20, "Largest gRPC request accepted, in bytes.");
 ABSL_FLAG(absl::Duration, grace_period, absl::Seconds(10),
           "On SIGTERM/SIGINT, how long in-flight calls may continue before they are cancelled.");
@@ -56,7 +66,29 @@ sigset_t BlockShutdownSignals() {
   return signals;
 }
 
-mnemo::engine::EngineConfig EngineConfigFromFlags() {
+// Abseil keeps only the last value of a repeated flag; --datastore is meant to repeat, so its
+// values are collected from argv first (both "--datastore=V" and "--datastore V").
+std::vector<std::string> RepeatedFlagValues(int argc, char** argv, const std::string& name) {
+  std::vector<std::string> values;
+  const std::string dashed = "--" + name, with_value = dashed + "=";
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    std::string value;
+    if (arg.rfind(with_value, 0) == 0) {
+      value = arg.substr(with_value.size());
+    } else if (arg == dashed && i + 1 < argc) {
+      value = argv[++i];
+    } else {
+      continue;
+    }
+    for (absl::string_view part : absl::StrSplit(value, ';', absl::SkipWhitespace())) {
+      values.emplace_back(part);
+    }
+  }
+  return values;
+}
+
+mnemo::engine::EngineConfig EngineConfigFromFlags(const std::vector<std::string>& datastores) {
   mnemo::engine::EngineConfig config;
   config.model_dir = absl::GetFlag(FLAGS_model);
   config.device = absl::GetFlag(FLAGS_device);
@@ -67,6 +99,8 @@ mnemo::engine::EngineConfig EngineConfigFromFlags() {
   config.knn_capacity = absl::GetFlag(FLAGS_knn_capacity);
   config.max_knn_capacity = absl::GetFlag(FLAGS_max_knn_capacity);
   config.knn_exact_threshold = absl::GetFlag(FLAGS_knn_exact_threshold);
+  config.datastores = datastores;
+  config.max_session_datastore_entries = absl::GetFlag(FLAGS_max_session_datastore_entries);
   config.max_new_tokens_cap = absl::GetFlag(FLAGS_max_new_tokens);
   config.default_max_new_tokens = absl::GetFlag(FLAGS_default_max_new_tokens);
   config.max_waiting = absl::GetFlag(FLAGS_max_waiting);
@@ -79,6 +113,7 @@ int main(int argc, char** argv) {
   mnemo::util::ConfigureCpuRuntime(argv);  // may restart the process once; see cpu_backend.h
   absl::SetProgramUsageMessage(
       "mnemo-server --model DIR [--listen HOST:PORT] [--metrics_listen HOST:PORT] ...");
+  const std::vector<std::string> datastores = RepeatedFlagValues(argc, argv, "datastore");
   absl::ParseCommandLine(argc, argv);
   if (absl::GetFlag(FLAGS_model).empty()) {
     std::fprintf(stderr, "mnemo-server: --model DIR is required\n");
@@ -107,9 +142,10 @@ int main(int argc, char** argv) {
     stop.Notify();
   });
 
-  const mnemo::engine::EngineConfig config = EngineConfigFromFlags();
+  const mnemo::engine::EngineConfig config = EngineConfigFromFlags(datastores);
   if (absl::Status loaded = (*server)->LoadEngine(config); !loaded.ok()) {
-    std::fprintf(stderr, "mnemo-server: cannot load model: %s\n", loaded.ToString().c_str());
+    std::fprintf(stderr, "mnemo-server: cannot load the model or a datastore: %s\n",
+                 loaded.ToString().c_str());
     std::_Exit(1);  // the signal thread is still parked in sigwait
   }
   const mnemo::engine::ModelInfo& model = (*server)->engine()->model_info();
@@ -121,6 +157,11 @@ int main(int argc, char** argv) {
                options.metrics_listen.empty()
                    ? "(off)"
                    : ("port " + std::to_string((*server)->metrics_port())).c_str());
+
+  for (const mnemo::engine::DatastoreInfo& d : (*server)->engine()->ListDatastores()) {
+    std::fprintf(stderr, "mnemo-server: datastore %s: %lld entries (%s), %s\n", d.name.c_str(),
+                 static_cast<long long>(d.entries), d.index_type.c_str(), d.dir.c_str());
+  }
 
   stop.WaitForNotification();
   (*server)->Drain(absl::GetFlag(FLAGS_grace_period));

@@ -92,6 +92,23 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
   sessions_ = AddGauge(r, "mnemo_sessions", "Live sessions.");
   session_memory_bytes_ =
       AddGauge(r, "mnemo_session_memory_bytes", "Bytes held by all sessions' memory.");
+  knn_search_ = AddHistogram(
+      r, "mnemo_knn_search_seconds",
+      "Wall time of one kNN-LM datastore search (all of a step's queries, exact re-scoring "
+      "included).",
+      {0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1});
+  datastore_entries_ = &prometheus::BuildGauge()
+                            .Name("mnemo_datastore_entries")
+                            .Help("Entries of each loaded kNN-LM datastore; datastore=\"session\" "
+                                  "sums sessions' private datastores.")
+                            .Register(r);
+  datastore_bytes_ = &prometheus::BuildGauge()
+                          .Name("mnemo_datastore_bytes")
+                          .Help("Bytes of each loaded kNN-LM datastore (its files; RAM for "
+                                "datastore=\"session\", sessions' private datastores).")
+                          .Register(r);
+  session_datastore_entries_ = &datastore_entries_->Add({{"datastore", "session"}});
+  session_datastore_bytes_ = &datastore_bytes_->Add({{"datastore", "session"}});
 }
 
 Metrics::~Metrics() {
@@ -122,6 +139,8 @@ void Metrics::Refresh() const {
   waiting_->Set(stats.waiting);
   sessions_->Set(stats.sessions);
   session_memory_bytes_->Set(static_cast<double>(stats.session_memory_bytes));
+  session_datastore_entries_->Set(static_cast<double>(stats.session_datastore_entries));
+  session_datastore_bytes_->Set(static_cast<double>(stats.session_datastore_bytes));
   // The engine keeps an absolute count; a Prometheus counter only goes up by deltas.
   const double delta =
       static_cast<double>(stats.sessions_evicted_total) - sessions_evicted_->Value();
@@ -150,6 +169,17 @@ void Metrics::ObserveTokens(int count, absl::Duration gap) {
 }
 
 void Metrics::ObserveExitLayer(int layer) { exit_layer_->Observe(layer); }
+
+void Metrics::ObserveKnnSearch(absl::Duration latency) {
+  knn_search_->Observe(absl::ToDoubleSeconds(latency));
+}
+
+void Metrics::SetDatastores(const std::vector<engine::DatastoreInfo>& datastores) {
+  for (const engine::DatastoreInfo& d : datastores) {
+    datastore_entries_->Add({{"datastore", d.name}}).Set(static_cast<double>(d.entries));
+    datastore_bytes_->Add({{"datastore", d.name}}).Set(static_cast<double>(d.bytes));
+  }
+}
 
 void Metrics::ObserveGenerateFinal(const engine::GenerateFinal& final, absl::Duration e2e) {
   request_duration_->Observe(absl::ToDoubleSeconds(e2e));

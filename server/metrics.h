@@ -15,6 +15,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
@@ -61,6 +62,10 @@ class Metrics {
   // `count` tokens arrived together `gap` after the previous ones (or the first token).
   void ObserveTokens(int count, absl::Duration gap);
   void ObserveExitLayer(int layer);
+  // One kNN-LM datastore search (engine loop thread).
+  void ObserveKnnSearch(absl::Duration latency);
+  // The shared datastores' sizes (they never change once loaded).
+  void SetDatastores(const std::vector<engine::DatastoreInfo>& datastores);
   void ObserveGenerateFinal(const engine::GenerateFinal& final, absl::Duration e2e);
 
  private:
@@ -84,6 +89,11 @@ class Metrics {
   prometheus::Gauge* waiting_ = nullptr;
   prometheus::Gauge* sessions_ = nullptr;
   prometheus::Gauge* session_memory_bytes_ = nullptr;
+  prometheus::Histogram* knn_search_ = nullptr;
+  prometheus::Family<prometheus::Gauge>* datastore_entries_ = nullptr;
+  prometheus::Family<prometheus::Gauge>* datastore_bytes_ = nullptr;
+  prometheus::Gauge* session_datastore_entries_ = nullptr;  // datastore="session"
+  prometheus::Gauge* session_datastore_bytes_ = nullptr;
 
   mutable absl::Mutex mu_;
   std::function<engine::EngineStats()> stats_source_ ABSL_GUARDED_BY(mu_);

@@ -14,7 +14,8 @@ MnemoServer::MnemoServer(std::unique_ptr<Metrics> metrics)
       state_(*metrics_),
       generation_(state_),
       sessions_(state_),
-      models_(state_) {}
+      models_(state_),
+      datastores_(state_) {}
 
 absl::StatusOr<std::unique_ptr<MnemoServer>> MnemoServer::Start(const ServerOptions& options) {
   absl::StatusOr<std::unique_ptr<Metrics>> metrics = Metrics::Create(options.metrics_listen);
@@ -29,6 +30,7 @@ absl::StatusOr<std::unique_ptr<MnemoServer>> MnemoServer::Start(const ServerOpti
   builder.RegisterService(&server->generation_);
   builder.RegisterService(&server->sessions_);
   builder.RegisterService(&server->models_);
+  builder.RegisterService(&server->datastores_);
   server->server_ = builder.BuildAndStart();
   if (server->server_ == nullptr || server->port_ == 0) {
     return absl::UnavailableError(absl::StrCat("listen: cannot serve gRPC on ", options.listen));
@@ -48,7 +50,12 @@ MnemoServer::~MnemoServer() {
 }
 
 absl::Status MnemoServer::LoadEngine(const engine::EngineConfig& config) {
-  absl::StatusOr<std::unique_ptr<engine::Engine>> engine = engine::Engine::Create(config);
+  engine::EngineConfig observed = config;
+  Metrics* metrics = metrics_.get();  // outlives the engine (declared first)
+  observed.knn_search_observer = [metrics](absl::Duration latency) {
+    metrics->ObserveKnnSearch(latency);
+  };
+  absl::StatusOr<std::unique_ptr<engine::Engine>> engine = engine::Engine::Create(observed);
   if (!engine.ok()) return engine.status();
   ServeEngine(*std::move(engine));
   return absl::OkStatus();
@@ -58,6 +65,7 @@ void MnemoServer::ServeEngine(std::unique_ptr<engine::Engine> engine) {
   engine_ = std::move(engine);
   engine::Engine* raw = engine_.get();
   metrics_->SetStatsSource([raw] { return raw->Stats(); });
+  metrics_->SetDatastores(raw->ListDatastores());
   state_.SetEngine(raw);
   absl::MutexLock lock(&drain_mu_);
   // A drain that began while the model loaded wins: never report SERVING after it.

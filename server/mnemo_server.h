@@ -23,6 +23,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "engine/engine.h"
+#include "server/datastores_service.h"
 #include "server/generation_service.h"
 #include "server/metrics.h"
 #include "server/models_service.h"
@@ -51,7 +52,8 @@ class MnemoServer {
   MnemoServer(const MnemoServer&) = delete;
   MnemoServer& operator=(const MnemoServer&) = delete;
 
-  // Loads the model (blocking) and serves it. Errors name the file or tensor at fault.
+  // Loads the model and datastores (blocking) and serves them; kNN-LM searches are timed into
+  // the metrics. Errors name the file, tensor or flag at fault.
   absl::Status LoadEngine(const engine::EngineConfig& config);
   // Serves an engine created elsewhere.
   void ServeEngine(std::unique_ptr<engine::Engine> engine);
@@ -77,6 +79,7 @@ class MnemoServer {
   GenerationService generation_;
   SessionsService sessions_;
   ModelsService models_;
+  DatastoresService datastores_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<engine::Engine> engine_;
   int port_ = 0;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/escaping.h"
@@ -15,7 +16,9 @@ absl::Status InvalidArgument(absl::string_view field, absl::string_view why) {
   return absl::InvalidArgumentError(absl::StrCat(field, " ", why));
 }
 
-absl::Status ValidateKnnLm(const v1::KnnLm& knn) {
+// Fields a request sets are range-checked here; the engine checks again after filling in the
+// datastore's defaults, and resolves the name (NOT_FOUND for a datastore it has not loaded).
+absl::StatusOr<std::optional<engine::KnnLmOptions>> ToKnnLmOptions(const v1::KnnLm& knn) {
   if (knn.has_lambda() && !(knn.lambda() >= 0.0f && knn.lambda() <= 1.0f)) {
     return InvalidArgument("knn_lm.lambda", "must be in [0, 1]");
   }
@@ -23,11 +26,19 @@ absl::Status ValidateKnnLm(const v1::KnnLm& knn) {
   if (knn.has_temperature() && !(knn.temperature() > 0.0f)) {
     return InvalidArgument("knn_lm.temperature", "must be > 0");
   }
-  if (!knn.datastore().empty()) {
-    return absl::NotFoundError(absl::StrCat("knn_lm.datastore \"", knn.datastore(),
-                                            "\" not found: this server has no datastores"));
+  if (knn.datastore().empty()) {
+    if (knn.has_lambda() || knn.k() != 0 || knn.has_temperature()) {
+      return InvalidArgument("knn_lm.datastore",
+                             "must name a datastore when lambda, k or temperature is set");
+    }
+    return std::nullopt;
   }
-  return absl::OkStatus();
+  engine::KnnLmOptions options;
+  options.datastore = knn.datastore();
+  if (knn.has_lambda()) options.lambda = knn.lambda();
+  options.k = knn.k();
+  if (knn.has_temperature()) options.temperature = knn.temperature();
+  return options;
 }
 
 // Selects the page of `items` (sorted by `key`) that `request` asks for.
@@ -64,9 +75,11 @@ absl::StatusOr<engine::GenerateOptions> ToGenerateOptions(const v1::GenerateRequ
       return InvalidArgument("early_exit.threshold", "must be in (0, 1]");
     }
   }
-  if (absl::Status knn = ValidateKnnLm(request.knn_lm()); !knn.ok()) return knn;
+  absl::StatusOr<std::optional<engine::KnnLmOptions>> knn_lm = ToKnnLmOptions(request.knn_lm());
+  if (!knn_lm.ok()) return knn_lm.status();
 
   engine::GenerateOptions options;
+  options.knn_lm = std::move(*knn_lm);
   options.session_id = request.session_id();
   options.prompt = request.prompt();
   options.max_new_tokens = request.max_new_tokens();
@@ -84,8 +97,10 @@ absl::StatusOr<engine::GenerateOptions> ToGenerateOptions(const v1::GenerateRequ
 }
 
 absl::StatusOr<engine::ScoreOptions> ToScoreOptions(const v1::ScoreRequest& request) {
-  if (absl::Status knn = ValidateKnnLm(request.knn_lm()); !knn.ok()) return knn;
+  absl::StatusOr<std::optional<engine::KnnLmOptions>> knn_lm = ToKnnLmOptions(request.knn_lm());
+  if (!knn_lm.ok()) return knn_lm.status();
   engine::ScoreOptions options;
+  options.knn_lm = std::move(*knn_lm);
   options.session_id = request.session_id();
   options.text = request.text();
   options.update_memory = request.update_memory();
@@ -229,6 +244,49 @@ absl::Status FillModelsPage(const std::vector<engine::ModelInfo>& models,
                          [](const engine::ModelInfo& m) -> const std::string& { return m.name; });
   if (!page.ok()) return page.status();
   for (const engine::ModelInfo* model : page->first) ToProto(*model, out->add_models());
+  out->set_next_page_token(page->second);
+  return absl::OkStatus();
+}
+
+engine::AddToDatastoreOptions ToAddToDatastoreOptions(
+    const v1::AddToSessionDatastoreRequest& request) {
+  engine::AddToDatastoreOptions options;
+  options.session_id = request.session_id();
+  options.text = request.text();
+  return options;
+}
+
+void ToProto(const engine::DatastoreInfo& info, v1::Datastore* out) {
+  out->set_name(info.name);
+  if (info.session_private) out->set_session_id(info.session_id);
+  out->set_dir(info.dir);
+  out->set_model(info.model);
+  out->set_key_type(info.key_type);
+  out->set_dimension(info.d);
+  out->set_entries(info.entries);
+  out->set_bytes(info.bytes);
+  out->set_index_type(info.index_type);
+  out->set_nlist(info.nlist);
+  out->set_pq_m(info.pq_m);
+  out->set_pq_nbits(info.pq_nbits);
+  out->set_corpus(info.corpus);
+  out->set_corpus_files(info.corpus_files);
+  out->set_corpus_bytes(info.corpus_bytes);
+  out->set_build_seconds(info.build_seconds);
+  out->set_built_at(info.built_at);
+  out->set_default_lambda(info.default_lambda);
+  out->set_default_k(info.default_k);
+  out->set_default_temperature(info.default_temperature);
+}
+
+absl::Status FillDatastoresPage(const std::vector<engine::DatastoreInfo>& datastores,
+                                const v1::ListDatastoresRequest& request,
+                                v1::ListDatastoresResponse* out) {
+  auto page =
+      SelectPage(datastores, request.page_size(), request.page_token(),
+                 [](const engine::DatastoreInfo& d) -> const std::string& { return d.name; });
+  if (!page.ok()) return page.status();
+  for (const engine::DatastoreInfo* d : page->first) ToProto(*d, out->add_datastores());
   out->set_next_page_token(page->second);
   return absl::OkStatus();
 }

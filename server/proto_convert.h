@@ -14,6 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "engine/types.h"
+#include "mnemo/v1/datastores.pb.h"
 #include "mnemo/v1/generation.pb.h"
 #include "mnemo/v1/models.pb.h"
 #include "mnemo/v1/sessions.pb.h"
@@ -39,6 +40,9 @@ void ToProto(const engine::ScoreResult& result, v1::ScoreResponse* out);
 void ToProto(const engine::TokenizeResult& result, v1::TokenizeResponse* out);
 void ToProto(const engine::SessionInfo& session, v1::Session* out);
 void ToProto(const engine::ModelInfo& model, v1::Model* out);
+void ToProto(const engine::DatastoreInfo& datastore, v1::Datastore* out);
+engine::AddToDatastoreOptions ToAddToDatastoreOptions(
+    const v1::AddToSessionDatastoreRequest& request);
 
 // Appends coalesced tokens and their text delta to a stream chunk.
 void AppendTokens(const std::vector<engine::TokenOutput>& tokens, const std::string& text,
@@ -58,6 +62,10 @@ std::string EncodePageToken(const std::string& last_key);
 absl::Status FillSessionsPage(const std::vector<engine::SessionInfo>& sessions,
                               const v1::ListSessionsRequest& request,
                               v1::ListSessionsResponse* out);
+// `datastores` sorted by name.
+absl::Status FillDatastoresPage(const std::vector<engine::DatastoreInfo>& datastores,
+                                const v1::ListDatastoresRequest& request,
+                                v1::ListDatastoresResponse* out);
 // `models` sorted by name.
 absl::Status FillModelsPage(const std::vector<engine::ModelInfo>& models,
                             const v1::ListModelsRequest& request, v1::ListModelsResponse* out);

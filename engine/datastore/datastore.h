@@ -18,6 +18,7 @@
 #include "engine/datastore/manifest.h"
 #include "engine/datastore/mapped_file.h"
 #include "engine/datastore/model_id.h"
+#include "engine/datastore/neighbour_index.h"
 
 namespace faiss {
 struct Index;
@@ -25,31 +26,24 @@ struct Index;
 
 namespace mnemo::datastore {
 
-// One neighbour of a query.
-struct Hit {
-  int64_t id = -1;       // entry number, row of keys.f16 / values.bin
-  float distance = 0;    // exact squared L2 between the query and keys.f16[id]
-  int32_t value = -1;    // the token that followed the key in the corpus
-};
-
-struct SearchOptions {
-  int k = 16;
-  int nprobe = 8;  // IVF lists visited (ivfpq only)
-};
-
-class Datastore {
+// Hit ids are rows of keys.f16 / values.bin.
+class Datastore : public NeighbourIndex {
  public:
   // Reads DIR/manifest.json, refuses a datastore whose model is not `model` (FAILED_PRECONDITION
   // naming both ids), checks every file's size against the manifest (DATA_LOSS on mismatch,
   // NOT_FOUND for a missing file) and maps the files.
   static absl::StatusOr<std::unique_ptr<Datastore>> Open(const std::string& dir,
                                                          const ModelId& model);
-  ~Datastore();
+  ~Datastore() override;
 
   const Manifest& manifest() const { return manifest_; }
   const std::string& dir() const { return dir_; }
-  int d() const { return manifest_.d; }
-  int64_t entries() const { return manifest_.entries; }
+  int d() const override { return manifest_.d; }
+  int64_t entries() const override { return manifest_.entries; }
+  // index.faiss + values.bin + keys.f16 (mapped or read; the page cache decides what is resident).
+  int64_t bytes() const override {
+    return manifest_.index_bytes + manifest_.values_bytes + manifest_.keys_bytes;
+  }
   // True when the IVF lists are memory-mapped from index.faiss (FAISS OnDiskInvertedLists)
   // rather than read into RAM; always false for a flat index.
   bool lists_mapped() const { return lists_mapped_; }
@@ -57,8 +51,8 @@ class Datastore {
   // queries: [Q, d] float32 CPU. Returns Q lists of min(k, entries) hits sorted by exact
   // distance (recomputed from keys.f16, so approximate index distances never leak out).
   // INVALID_ARGUMENT for a bad shape or k < 1.
-  absl::StatusOr<std::vector<std::vector<Hit>>> Search(const torch::Tensor& queries,
-                                                       const SearchOptions& options) const;
+  absl::StatusOr<std::vector<std::vector<Hit>>> Search(
+      const torch::Tensor& queries, const SearchOptions& options) const override;
 
   // Exact key of entry `id` as float32 [d] (tests, reranking).
   std::vector<float> Key(int64_t id) const;

@@ -9,10 +9,12 @@ namespace mnemo::scheduler {
 using engine::FinishReason;
 
 GenerateTask::GenerateTask(uint64_t id, engine::GenerateOptions options,
+                           std::optional<KnnLmPlan> knn_lm,
                            std::shared_ptr<engine::GenerateStream> stream,
                            absl::Time submit_time, uint64_t seed, session::Session* session)
     : Task(id, session),
       options_(std::move(options)),
+      knn_lm_(std::move(knn_lm)),
       stream_(std::move(stream)),
       submit_time_(submit_time),
       rng_(seed),
@@ -58,8 +60,19 @@ bool GenerateTask::Step(StepContext& ctx) {
 }
 
 bool GenerateTask::DecodeOne(StepContext& ctx) {
+  torch::Tensor distribution = state().last_logprobs;  // [vocab]
+  if (knn_lm_) {
+    absl::StatusOr<torch::Tensor> mixed =
+        ApplyKnnLm(*knn_lm_, session(), state().last_knn_lm_key.unsqueeze(0),
+                   distribution.unsqueeze(0), ctx.knn_search_observer);
+    if (!mixed.ok()) {
+      Finish(FinishReason::kError, mixed.status(), ctx.now);
+      return true;
+    }
+    distribution = (*mixed)[0].contiguous();
+  }
   const sampling::SampleResult sample =
-      sampling::Sample(AsSpan(state().last_logprobs), params_, generated_, forbidden_, rng_);
+      sampling::Sample(AsSpan(distribution), params_, generated_, forbidden_, rng_);
   if (sample.id < 0) {
     Finish(FinishReason::kError,
            absl::InternalError("the model gave no token a finite log-probability"), ctx.now);

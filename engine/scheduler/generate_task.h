@@ -25,9 +25,9 @@ namespace mnemo::scheduler {
 
 class GenerateTask : public Task {
  public:
-  // `options` are validated, with max_new_tokens resolved; `seed` is the request's seed (or
-  // one the scheduler drew). `session` nullptr = one-shot.
-  GenerateTask(uint64_t id, engine::GenerateOptions options,
+  // `options` are validated, with max_new_tokens resolved, and `knn_lm` resolved from them;
+  // `seed` is the request's seed (or one the scheduler drew). `session` nullptr = one-shot.
+  GenerateTask(uint64_t id, engine::GenerateOptions options, std::optional<KnnLmPlan> knn_lm,
                std::shared_ptr<engine::GenerateStream> stream, absl::Time submit_time,
                uint64_t seed, session::Session* session);
 
@@ -42,6 +42,7 @@ class GenerateTask : public Task {
   void Finish(engine::FinishReason reason, absl::Status status, absl::Time now);
 
   const engine::GenerateOptions options_;
+  const std::optional<KnnLmPlan> knn_lm_;
   const std::shared_ptr<engine::GenerateStream> stream_;
   const absl::Time submit_time_;
   std::optional<absl::Duration> queue_time_;  // set by the first step

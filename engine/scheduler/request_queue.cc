@@ -21,6 +21,12 @@ void Request::Fail(const absl::Status& status, absl::Time now) {
     case Kind::kScore:
       score_done(status);
       break;
+    case Kind::kAddToDatastore:
+      add_done(status);
+      break;
+    case Kind::kGetSessionDatastore:
+      datastore_done(status);
+      break;
     case Kind::kCreateSession:
     case Kind::kGetSession:
       session_done(status);

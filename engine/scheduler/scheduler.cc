@@ -4,6 +4,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "engine/scheduler/datastore_add_task.h"
+#include "engine/scheduler/datastore_info.h"
 #include "engine/scheduler/generate_task.h"
 #include "engine/scheduler/score_task.h"
 
@@ -55,7 +57,15 @@ absl::Status Scheduler::SubmitGenerate(engine::GenerateOptions options,
                                        std::shared_ptr<engine::GenerateStream> stream) {
   if (stream == nullptr) return absl::InvalidArgumentError("Submit needs a stream");
   if (absl::Status s = ValidateGenerate(options, config_.limits); !s.ok()) return s;
+  std::optional<KnnLmPlan> knn_lm;
+  if (options.knn_lm) {
+    absl::StatusOr<KnnLmPlan> plan =
+        ResolveKnnLm(*options.knn_lm, options.session_id, *config_.datastores);
+    if (!plan.ok()) return plan.status();
+    knn_lm = std::move(*plan);
+  }
   auto request = std::make_unique<Request>();
+  request->knn_lm = std::move(knn_lm);
   request->kind = Request::Kind::kGenerate;
   request->submit_time = config_.clock();
   request->generate = std::move(options);
@@ -68,11 +78,44 @@ void Scheduler::SubmitScore(engine::ScoreOptions options, ScoreDone done) {
     done(s);
     return;
   }
+  std::optional<KnnLmPlan> knn_lm;
+  if (options.knn_lm) {
+    absl::StatusOr<KnnLmPlan> plan =
+        ResolveKnnLm(*options.knn_lm, options.session_id, *config_.datastores);
+    if (!plan.ok()) {
+      done(plan.status());
+      return;
+    }
+    knn_lm = std::move(*plan);
+  }
   auto request = std::make_unique<Request>();
+  request->knn_lm = std::move(knn_lm);
   request->kind = Request::Kind::kScore;
   request->submit_time = config_.clock();
   request->score = std::move(options);
   request->score_done = std::move(done);
+  Enqueue(std::move(request)).IgnoreError();
+}
+
+void Scheduler::SubmitAddToDatastore(engine::AddToDatastoreOptions options,
+                                     AddToDatastoreDone done) {
+  if (absl::Status s = ValidateAddToDatastore(options); !s.ok()) {
+    done(s);
+    return;
+  }
+  auto request = std::make_unique<Request>();
+  request->kind = Request::Kind::kAddToDatastore;
+  request->submit_time = config_.clock();
+  request->add = std::move(options);
+  request->add_done = std::move(done);
+  Enqueue(std::move(request)).IgnoreError();
+}
+
+void Scheduler::GetSessionDatastore(std::string session_id, DatastoreDone done) {
+  auto request = std::make_unique<Request>();
+  request->kind = Request::Kind::kGetSessionDatastore;
+  request->session_id = std::move(session_id);
+  request->datastore_done = std::move(done);
   Enqueue(std::move(request)).IgnoreError();
 }
 
@@ -115,6 +158,8 @@ engine::EngineStats Scheduler::Stats() const {
   stats.sessions = session_count_.load(std::memory_order_relaxed);
   stats.session_memory_bytes = session_bytes_.load(std::memory_order_relaxed);
   stats.sessions_evicted_total = evicted_total_.load(std::memory_order_relaxed);
+  stats.session_datastore_entries = session_datastore_entries_.load(std::memory_order_relaxed);
+  stats.session_datastore_bytes = session_datastore_bytes_.load(std::memory_order_relaxed);
   return stats;
 }
 
@@ -140,6 +185,7 @@ void Scheduler::Loop() {
     now = config_.clock();
     if (now - last_sweep_ >= config_.sweep_interval) {
       sessions_.Sweep(now);
+      CountSessionDatastores();
       last_sweep_ = now;
     }
     PublishStats();
@@ -165,9 +211,9 @@ void Scheduler::Admit(std::unique_ptr<Request> request, absl::Time now) {
     RunSessionOp(*request);
     return;
   }
-  const std::string& session_id = request->kind == Request::Kind::kGenerate
-                                      ? request->generate.session_id
-                                      : request->score.session_id;
+  const std::string& session_id = request->kind == Request::Kind::kGenerate ? request->generate.session_id
+                                  : request->kind == Request::Kind::kScore  ? request->score.session_id
+                                                                            : request->add.session_id;
   session::Session* session = nullptr;
   if (!session_id.empty()) {
     absl::StatusOr<session::Session*> found = sessions_.Find(session_id);
@@ -182,11 +228,16 @@ void Scheduler::Admit(std::unique_ptr<Request> request, absl::Time now) {
   if (request->kind == Request::Kind::kGenerate) {
     const uint64_t seed = request->generate.sampling.seed.value_or(seed_rng_());
     task = std::make_unique<GenerateTask>(id, std::move(request->generate),
-                                          std::move(request->stream), request->submit_time,
-                                          seed, session);
-  } else {
-    task = std::make_unique<ScoreTask>(id, std::move(request->score),
+                                          std::move(request->knn_lm), std::move(request->stream),
+                                          request->submit_time, seed, session);
+  } else if (request->kind == Request::Kind::kScore) {
+    task = std::make_unique<ScoreTask>(id, std::move(request->score), std::move(request->knn_lm),
                                        std::move(request->score_done), session);
+  } else {
+    task = std::make_unique<DatastoreAddTask>(id, std::move(request->add),
+                                              config_.max_session_datastore_entries,
+                                              config_.model_id, std::move(request->add_done),
+                                              session);
   }
   if (session == nullptr) {
     ready_.push_back(std::move(task));
@@ -229,7 +280,17 @@ void Scheduler::RunSessionOp(Request& request) {
     }
     case Request::Kind::kDeleteSession:
       request.status_done(sessions_.Delete(request.session_id));
+      CountSessionDatastores();
       break;
+    case Request::Kind::kGetSessionDatastore: {
+      absl::StatusOr<session::Session*> found = sessions_.Find(request.session_id);
+      if (!found.ok()) {
+        request.datastore_done(found.status());
+      } else {
+        request.datastore_done(SessionDatastoreInfo(**found, config_.model_id));
+      }
+      break;
+    }
     default:
       break;
   }
@@ -246,7 +307,7 @@ void Scheduler::StartReady() {
 void Scheduler::RunIteration() {
   for (auto it = running_.begin(); it != running_.end();) {
     Task& task = **it;
-    StepContext ctx{*model_, config_.clock(), memory_options_};
+    StepContext ctx{*model_, config_.clock(), memory_options_, config_.knn_search_observer};
     bool done = false;
     try {
       done = task.Step(ctx);
@@ -264,7 +325,7 @@ void Scheduler::RunIteration() {
 }
 
 void Scheduler::ReapCancelledWaiting(absl::Time now) {
-  StepContext ctx{*model_, now, memory_options_};
+  StepContext ctx{*model_, now, memory_options_, config_.knn_search_observer};
   for (auto it = ready_.begin(); it != ready_.end();) {
     if ((*it)->cancelled()) {
       (*it)->Step(ctx);  // a cancelled generate finishes without model work
@@ -305,7 +366,20 @@ void Scheduler::Release(Task& task) {
     return;  // stays busy
   }
   session->busy = false;
-  sessions_.UpdateBytes(*session);
+  const bool had_datastore = session->datastore != nullptr;
+  sessions_.UpdateBytes(*session);  // may evict others (never this one: it was just used)
+  if (had_datastore) CountSessionDatastores();
+}
+
+void Scheduler::CountSessionDatastores() {
+  int64_t entries = 0, bytes = 0;
+  for (const session::Session* s : sessions_.List()) {
+    if (s->datastore == nullptr) continue;
+    entries += s->datastore->entries();
+    bytes += s->datastore->bytes();
+  }
+  session_datastore_entries_.store(entries, std::memory_order_relaxed);
+  session_datastore_bytes_.store(bytes, std::memory_order_relaxed);
 }
 
 void Scheduler::PublishStats() {

@@ -24,6 +24,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
+#include "engine/datastore/datastore_catalog.h"
 #include "engine/model/model.h"
 #include "engine/scheduler/request_queue.h"
 #include "engine/scheduler/task.h"
@@ -41,6 +42,13 @@ struct KnnLimits {
 
 struct SchedulerConfig {
   RequestLimits limits;
+  // Shared kNN-LM datastores (never null; possibly empty) and the id of the model they must
+  // match ("name@fingerprint", reported with sessions' private datastores).
+  std::shared_ptr<const datastore::DatastoreCatalog> datastores =
+      datastore::DatastoreCatalog::Empty();
+  std::string model_id;
+  int64_t max_session_datastore_entries = int64_t{1} << 20;  // per session; 0 = unbounded
+  KnnSearchObserver knn_search_observer;  // called on the loop thread; may be empty
   int max_waiting = 1024;  // queued + parked model-work requests
   int max_running = 64;    // tasks stepped per iteration; more wait their turn
   session::SessionStoreConfig sessions;
@@ -66,6 +74,9 @@ class Scheduler {
   // Each runs `done` exactly once: inline when validation or admission fails, else on the
   // loop thread.
   void SubmitScore(engine::ScoreOptions options, ScoreDone done);
+  void SubmitAddToDatastore(engine::AddToDatastoreOptions options, AddToDatastoreDone done);
+  // The session's private datastore (empty when nothing was added yet).
+  void GetSessionDatastore(std::string session_id, DatastoreDone done);
   void CreateSession(engine::CreateSessionOptions options, SessionDone done);
   void GetSession(std::string session_id, SessionDone done);
   void ListSessions(ListDone done);
@@ -85,6 +96,8 @@ class Scheduler {
   void ReapCancelledWaiting(absl::Time now);
   void Release(Task& task);
   void PublishStats();
+  // Sums sessions' private datastores into the gauges (O(sessions): on sweeps and after adds).
+  void CountSessionDatastores();
   void Shutdown();
   engine::SessionInfo Info(const session::Session& session) const;
   // Queues on the inbox or fails `request` inline.
@@ -109,6 +122,8 @@ class Scheduler {
   std::atomic<int> session_count_{0};
   std::atomic<int64_t> session_bytes_{0};
   std::atomic<int64_t> evicted_total_{0};
+  std::atomic<int64_t> session_datastore_entries_{0};
+  std::atomic<int64_t> session_datastore_bytes_{0};
 
   std::thread thread_;  // last: starts after everything above is constructed
 };

@@ -7,9 +7,12 @@
 
 namespace mnemo::scheduler {
 
-ScoreTask::ScoreTask(uint64_t id, engine::ScoreOptions options, Done done,
-                     session::Session* session)
-    : Task(id, session), options_(std::move(options)), done_(std::move(done)) {
+ScoreTask::ScoreTask(uint64_t id, engine::ScoreOptions options, std::optional<KnnLmPlan> knn_lm,
+                     Done done, session::Session* session)
+    : Task(id, session),
+      options_(std::move(options)),
+      knn_lm_(std::move(knn_lm)),
+      done_(std::move(done)) {
   tokens_ = tokenizer::ByteTokenizer().Encode(options_.text);
 }
 
@@ -29,17 +32,35 @@ bool ScoreTask::Step(StepContext& ctx) {
   const int64_t n = NextChunkSize(state(), ctx.model.config().seg_len,
                                   static_cast<int64_t>(tokens_.size() - fed_));
   absl::Span<const int> chunk(tokens_.data() + fed_, n);
-  torch::Tensor before = state().last_logprobs;  // [vocab]: predicts chunk[0]
-  absl::StatusOr<torch::Tensor> out = FeedText(ctx.model, state(), chunk, model::Outputs::kAll);
+  // Row i of `predictions` is the distribution chunk[i] is scored under: the state's last
+  // one for chunk[0], then the model's output after chunk[i - 1].
+  torch::Tensor predictions = state().last_logprobs.unsqueeze(0);  // [1, vocab]
+  torch::Tensor keys = state().last_knn_lm_key.unsqueeze(0);       // [1, d_model]
+  torch::Tensor out_keys;
+  absl::StatusOr<torch::Tensor> out =
+      FeedText(ctx.model, state(), chunk, model::Outputs::kAll, &out_keys);
   if (!out.ok()) {
     Fail(out.status());
     return true;
   }
-  // out: [n, vocab]; row i predicts chunk[i + 1].
-  const float* rows = out->data_ptr<float>();
-  const int64_t vocab = out->size(1);
+  if (n > 1) {  // out: [n, vocab]; row i predicts chunk[i + 1]
+    predictions = torch::cat({predictions, out->narrow(0, 0, n - 1)}, 0);  // [n, vocab]
+    keys = torch::cat({keys, out_keys.narrow(0, 0, n - 1)}, 0);            // [n, d_model]
+  }
+  if (knn_lm_) {
+    absl::StatusOr<torch::Tensor> mixed =
+        ApplyKnnLm(*knn_lm_, session(), keys, predictions, ctx.knn_search_observer);
+    if (!mixed.ok()) {
+      Fail(mixed.status());
+      return true;
+    }
+    predictions = *mixed;
+  }
+  predictions = predictions.contiguous();
+  const float* rows = predictions.data_ptr<float>();
+  const int64_t vocab = predictions.size(1);
   for (int64_t i = 0; i < n; ++i) {
-    const float lp = i == 0 ? before.data_ptr<float>()[chunk[0]] : rows[(i - 1) * vocab + chunk[i]];
+    const float lp = rows[i * vocab + chunk[i]];
     result_.total_logprob += lp;
     if (options_.token_logprobs) result_.logprobs.push_back(lp);
   }

@@ -20,8 +20,9 @@ class ScoreTask : public Task {
  public:
   using Done = std::function<void(absl::StatusOr<engine::ScoreResult>)>;
 
-  // `options` are validated; `session` nullptr = one-shot.
-  ScoreTask(uint64_t id, engine::ScoreOptions options, Done done, session::Session* session);
+  // `options` are validated and `knn_lm` resolved from them; `session` nullptr = one-shot.
+  ScoreTask(uint64_t id, engine::ScoreOptions options, std::optional<KnnLmPlan> knn_lm, Done done,
+            session::Session* session);
 
   bool Step(StepContext& ctx) override;
   void Abort(const absl::Status& status, absl::Time now) override;
@@ -32,6 +33,7 @@ class ScoreTask : public Task {
   void Fail(absl::Status status);
 
   const engine::ScoreOptions options_;
+  const std::optional<KnnLmPlan> knn_lm_;
   Done done_;
   bool started_ = false;
   session::SequenceState own_;  // one-shot state, or the copy scored without updating memory

@@ -15,19 +15,25 @@ int64_t NextChunkSize(const session::SequenceState& state, int seg_len, int64_t 
 absl::Status PrimeIfNeeded(model::Model& model, session::SequenceState& state) {
   if (state.primed()) return absl::OkStatus();
   const int bos[] = {model::kBosId};
+  torch::Tensor key;  // [1, d_model]
   // [1, vocab]
   MNEMO_ASSIGN_OR_RETURN(torch::Tensor out,
-                         model.Forward(bos, state.memory, model::Outputs::kLast));
+                         model.Forward(bos, state.memory, model::Outputs::kLast, &key));
   state.last_logprobs = out[0].contiguous();  // [vocab]
+  state.last_knn_lm_key = key[0];             // [d_model]
   return absl::OkStatus();
 }
 
 absl::StatusOr<torch::Tensor> FeedText(model::Model& model, session::SequenceState& state,
-                                       absl::Span<const int> tokens, model::Outputs outputs) {
+                                       absl::Span<const int> tokens, model::Outputs outputs,
+                                       torch::Tensor* knn_lm_keys) {
+  torch::Tensor keys;  // [n or 1, d_model]: the kNN-LM key of each output row
   // [n, vocab] (kAll) or [1, vocab] (kLast)
-  MNEMO_ASSIGN_OR_RETURN(torch::Tensor out, model.Forward(tokens, state.memory, outputs));
+  MNEMO_ASSIGN_OR_RETURN(torch::Tensor out, model.Forward(tokens, state.memory, outputs, &keys));
   out = out.contiguous();
   state.last_logprobs = out[out.size(0) - 1];  // [vocab]
+  state.last_knn_lm_key = keys[keys.size(0) - 1];  // [d_model]
+  if (knn_lm_keys != nullptr) *knn_lm_keys = keys;
   state.tokens_seen += static_cast<int64_t>(tokens.size());
   return out;
 }

@@ -19,6 +19,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "engine/model/model.h"
+#include "engine/scheduler/knn_lm_step.h"
 #include "engine/session/session.h"
 
 namespace mnemo::scheduler {
@@ -28,6 +29,7 @@ struct StepContext {
   model::Model& model;
   absl::Time now;
   const model::MemoryOptions& memory;  // for a one-shot request's fresh memory
+  const KnnSearchObserver& knn_search_observer;  // kNN-LM datastore searches (may be empty)
 };
 
 class Task {
@@ -63,10 +65,13 @@ int64_t NextChunkSize(const session::SequenceState& state, int seg_len, int64_t 
 // Feeds BOS if `state` was never fed, setting last_logprobs. No-op when already primed.
 absl::Status PrimeIfNeeded(model::Model& model, session::SequenceState& state);
 
-// Feeds text tokens, updating last_logprobs and tokens_seen. With Outputs::kAll returns the
-// model's log-probs after each token ([tokens.size(), vocab]); with kLast returns [1, vocab].
+// Feeds text tokens, updating last_logprobs, last_knn_lm_key and tokens_seen. With
+// Outputs::kAll returns the model's log-probs after each token ([tokens.size(), vocab]); with
+// kLast returns [1, vocab]. `knn_lm_keys`, if set, receives the matching kNN-LM keys
+// ([rows, d_model] float32 CPU).
 absl::StatusOr<torch::Tensor> FeedText(model::Model& model, session::SequenceState& state,
-                                       absl::Span<const int> tokens, model::Outputs outputs);
+                                       absl::Span<const int> tokens, model::Outputs outputs,
+                                       torch::Tensor* knn_lm_keys = nullptr);
 
 // The log-probs of a [vocab] float32 CPU contiguous tensor as a span (no copy).
 absl::Span<const float> AsSpan(const torch::Tensor& logprobs);

@@ -73,3 +73,17 @@ absl::Status ValidateScore(const engine::ScoreOptions& options) {
 }
 
 }  // namespace mnemo::scheduler
+
+namespace mnemo::scheduler {
+
+absl::Status ValidateAddToDatastore(const engine::AddToDatastoreOptions& options) {
+  if (options.session_id.empty()) {
+    return Invalid("session_id", "must name the session whose datastore receives the text");
+  }
+  if (absl::Status s = session::SessionStore::ValidateId(options.session_id); !s.ok()) return s;
+  if (options.text.empty()) return Invalid("text", "must not be empty");
+  if (!tokenizer::IsValidUtf8(options.text)) return Invalid("text", "is not valid UTF-8");
+  return absl::OkStatus();
+}
+
+}  // namespace mnemo::scheduler

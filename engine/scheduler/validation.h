@@ -17,6 +17,7 @@ struct RequestLimits {
 // Checks `options` and resolves max_new_tokens == 0 to the default.
 absl::Status ValidateGenerate(engine::GenerateOptions& options, const RequestLimits& limits);
 absl::Status ValidateScore(const engine::ScoreOptions& options);
+absl::Status ValidateAddToDatastore(const engine::AddToDatastoreOptions& options);
 
 }  // namespace mnemo::scheduler
 

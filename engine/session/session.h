@@ -9,9 +9,11 @@
 
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <string>
 
 #include "absl/time/time.h"
+#include "engine/datastore/session_datastore.h"
 #include "engine/memory/session_memory.h"
 
 namespace mnemo::session {
@@ -24,6 +26,9 @@ struct SequenceState {
   // primed by feeding BOS, which happens on first use (not at creation, so creating a session
   // costs no model work).
   torch::Tensor last_logprobs;
+  // [d_model] float32 on CPU: the kNN-LM key of the position that produced last_logprobs
+  // (the last layer's post-LayerNorm FFN input). Set whenever last_logprobs is.
+  torch::Tensor last_knn_lm_key;
   // Text tokens fed so far (prompt, scored text with update_memory, generated tokens that were
   // sent to the client); BOS is not counted. This is what usage.session_tokens reports.
   int64_t tokens_seen = 0;
@@ -34,6 +39,7 @@ struct SequenceState {
     SequenceState copy;
     copy.memory = memory.Clone();
     copy.last_logprobs = last_logprobs;  // never modified in place, only replaced
+    copy.last_knn_lm_key = last_knn_lm_key;
     copy.tokens_seen = tokens_seen;
     return copy;
   }
@@ -51,6 +57,14 @@ struct Session {
   // Non-empty only while busy.
   std::deque<uint64_t> waiting;
   int64_t bytes = 0;  // memory bytes as last accounted by the SessionStore
+  // The session's private kNN-LM datastore (Datastores.AddToSessionDatastore); null until
+  // text is first added.
+  std::unique_ptr<datastore::SessionDatastore> datastore;
+
+  // Everything the session holds: its memory and its private datastore.
+  int64_t held_bytes() const {
+    return state.memory.bytes() + (datastore != nullptr ? datastore->bytes() : 0);
+  }
 };
 
 }  // namespace mnemo::session

@@ -63,7 +63,7 @@ absl::StatusOr<Session*> SessionStore::Create(absl::string_view requested_id,
   auto session = std::make_unique<Session>();
   session->id = id;
   session->state.memory = new_memory_(knn_capacity);
-  session->bytes = session->state.memory.bytes();
+  session->bytes = session->held_bytes();
 
   // Check that the limits can be met by evicting idle sessions before evicting any.
   int64_t idle_count = 0;
@@ -135,7 +135,7 @@ void SessionStore::Touch(Session& session) {
 }
 
 void SessionStore::UpdateBytes(Session& session) {
-  const int64_t bytes = session.state.memory.bytes();
+  const int64_t bytes = session.held_bytes();
   total_bytes_ += bytes - session.bytes;
   session.bytes = bytes;
   while (total_bytes_ > config_.max_memory_bytes) {

@@ -69,8 +69,12 @@ TEST(ProtoConvertTest, EdgeChecksNameTheField) {
        absl::StatusCode::kInvalidArgument, "knn_lm.lambda"},
       {[](v1::GenerateRequest& r) { r.mutable_knn_lm()->set_k(-1); },
        absl::StatusCode::kInvalidArgument, "knn_lm.k"},
-      {[](v1::GenerateRequest& r) { r.mutable_knn_lm()->set_datastore("wiki"); },
-       absl::StatusCode::kNotFound, "knn_lm.datastore"},
+      {[](v1::GenerateRequest& r) { r.mutable_knn_lm()->set_temperature(0.0f); },
+       absl::StatusCode::kInvalidArgument, "knn_lm.temperature"},
+      // Parameters without a datastore are a mistake, not a no-op (unknown names are the
+      // engine's NOT_FOUND: it knows what is loaded).
+      {[](v1::GenerateRequest& r) { r.mutable_knn_lm()->set_lambda(0.5f); },
+       absl::StatusCode::kInvalidArgument, "knn_lm.datastore"},
   };
   for (const Case& c : cases) {
     v1::GenerateRequest request;

@@ -92,6 +92,9 @@ std::unique_ptr<v1::Sessions::Stub> TestServer::sessions() const {
 std::unique_ptr<v1::Models::Stub> TestServer::models() const {
   return v1::Models::NewStub(channel_);
 }
+std::unique_ptr<v1::Datastores::Stub> TestServer::datastores() const {
+  return v1::Datastores::NewStub(channel_);
+}
 std::unique_ptr<grpc::health::v1::Health::Stub> TestServer::health() const {
   return grpc::health::v1::Health::NewStub(channel_);
 }

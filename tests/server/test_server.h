@@ -12,6 +12,7 @@
 #include "absl/time/time.h"
 #include "engine/engine.h"
 #include "grpc/health/v1/health.grpc.pb.h"
+#include "mnemo/v1/datastores.grpc.pb.h"
 #include "mnemo/v1/generation.grpc.pb.h"
 #include "mnemo/v1/models.grpc.pb.h"
 #include "mnemo/v1/sessions.grpc.pb.h"
@@ -44,6 +45,7 @@ class TestServer {
   std::unique_ptr<v1::Generation::Stub> generation() const;
   std::unique_ptr<v1::Sessions::Stub> sessions() const;
   std::unique_ptr<v1::Models::Stub> models() const;
+  std::unique_ptr<v1::Datastores::Stub> datastores() const;
   std::unique_ptr<grpc::health::v1::Health::Stub> health() const;
 
  private:

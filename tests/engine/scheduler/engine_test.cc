@@ -3,11 +3,15 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "absl/strings/match.h"
+#include "engine/datastore/builder.h"
+#include "engine/datastore/model_id.h"
 #include "gtest/gtest.h"
 #include "tests/engine/scheduler/test_util.h"
 
@@ -130,6 +134,69 @@ TEST_F(EngineTest, DestructorClosesOutstandingStreams) {
   ASSERT_TRUE(final.has_value());
   EXPECT_EQ(final->reason, FinishReason::kCancelled);
   EXPECT_EQ(final->status.code(), absl::StatusCode::kUnavailable);
+}
+
+// A shared datastore built with mnemo-index's builder for this model, loaded by --datastore.
+TEST_F(EngineTest, ServesASharedDatastoreBuiltForItsModel) {
+  const std::filesystem::path root = std::filesystem::path(*dir_) / "datastore";
+  const std::string text =
+      "def recall(x):\n    return x  # a corpus line the datastore will remember\n";
+  std::filesystem::create_directories(root / "corpus");
+  std::ofstream(root / "corpus" / "a.py") << text;
+  {
+    absl::StatusOr<std::unique_ptr<model::Model>> model = model::Model::Load(*dir_, {});
+    ASSERT_TRUE(model.ok()) << model.status();
+    absl::StatusOr<datastore::ModelId> id = datastore::ComputeModelId(*dir_);
+    ASSERT_TRUE(id.ok()) << id.status();
+    const std::vector<datastore::SourceFile> files = {
+        {(root / "corpus" / "a.py").string(), static_cast<int64_t>(text.size())}};
+    absl::StatusOr<datastore::Manifest> built = datastore::BuildDatastore(
+        **model, *id, files, (root / "ds").string(), {}, [](const datastore::BuildProgress&) {});
+    ASSERT_TRUE(built.ok()) << built.status();
+  }
+  EngineConfig config;
+  config.model_dir = *dir_;
+  config.threads = 1;
+  config.datastores = {"code=" + (root / "ds").string() + ",lambda=0.5,k=4"};
+  std::atomic<int> searches{0};
+  config.knn_search_observer = [&searches](absl::Duration) { ++searches; };
+  absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(config);
+  ASSERT_TRUE(engine.ok()) << engine.status();
+
+  const std::vector<DatastoreInfo> listed = (*engine)->ListDatastores();
+  ASSERT_EQ(listed.size(), 1u);
+  EXPECT_EQ(listed[0].name, "code");
+  EXPECT_EQ(listed[0].entries, static_cast<int64_t>(text.size()));
+  EXPECT_EQ(listed[0].index_type, "flat");
+  EXPECT_FLOAT_EQ(listed[0].default_lambda, 0.5f);
+  EXPECT_EQ(listed[0].default_k, 4);
+  Waiter<absl::StatusOr<DatastoreInfo>> got;
+  (*engine)->GetDatastore("nope", "", got.Callback());
+  EXPECT_EQ(got.Wait().status().code(), absl::StatusCode::kNotFound);
+
+  auto score = [&](std::optional<KnnLmOptions> knn) {
+    Waiter<absl::StatusOr<ScoreResult>> w;
+    ScoreOptions options;
+    options.text = text;
+    options.knn_lm = knn;
+    (*engine)->Score(options, w.Callback());
+    return w.Wait();
+  };
+  absl::StatusOr<ScoreResult> plain = score(std::nullopt);
+  KnnLmOptions knn;
+  knn.datastore = "code";  // the datastore's defaults: lambda 0.5, k 4
+  absl::StatusOr<ScoreResult> mixed = score(knn);
+  ASSERT_TRUE(plain.ok() && mixed.ok()) << mixed.status();
+  EXPECT_LT(mixed->bits_per_byte, plain->bits_per_byte - 0.5);
+  EXPECT_GT(searches.load(), 0);
+
+  // A datastore built for other weights is refused at startup, naming both models.
+  absl::Status saved = testing::TinyModel(/*seed=*/99)->Save((root / "other").string());
+  ASSERT_TRUE(saved.ok()) << saved;
+  config.model_dir = (root / "other").string();
+  absl::StatusOr<std::unique_ptr<Engine>> other = Engine::Create(config);
+  EXPECT_EQ(other.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(absl::StrContains(other.status().message(), "--datastore code=")) << other.status();
 }
 
 }  // namespace
