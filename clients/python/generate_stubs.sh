@@ -2,7 +2,8 @@
 # Generates the Python messages and gRPC stubs that mnemo_client imports, into
 # clients/python/mnemo_client/_generated/ (gitignored). Uses Debian's protoc and
 # grpc_python_plugin (python3-grpc-tools rejects proto3 `optional`, so it is not used).
-# Cheap and idempotent: regenerates only when a .proto is newer than the output.
+# Cheap and idempotent: regenerates only when a .proto is newer than the output or has none
+# (every proto/mnemo/v1/*.proto is compiled: generation, sessions, models, datastores).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -19,6 +20,12 @@ protos=("$root"/proto/mnemo/v1/*.proto)
 stamp="$out/.stamp"
 if [ -f "$stamp" ]; then
   newer=$(find "${protos[@]}" "$0" -newer "$stamp" | head -n1)
+  # A .proto added with an old mtime (a merge, a copied tree) is caught by its missing output.
+  for proto in "${protos[@]}"; do
+    name="$(basename "$proto" .proto)"
+    [ -f "$out/mnemo/v1/${name}_pb2.py" ] && [ -f "$out/mnemo/v1/${name}_pb2_grpc.py" ] ||
+      newer="$proto"
+  done
   [ -z "$newer" ] && exit 0
 fi
 

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import Iterable, Iterator, List, Optional
+from typing import Any, Iterable, Iterator, List, Mapping, Optional, Union
 
 import grpc
 
 from mnemo_client._stubs import (
+    datastores_pb2,
+    datastores_pb2_grpc,
     generation_pb2,
     generation_pb2_grpc,
     health_pb2,
@@ -122,6 +124,98 @@ class ModelInfo:
     device: str
 
 
+@dataclasses.dataclass
+class KnnLm:
+    """kNN-LM interpolation for one Generate or Score call (generation.proto `KnnLm`).
+
+    datastore: a shared datastore's name (see `Client.list_datastores`) or "session" for the
+      session's private one (`Client.add_to_session_datastore`; the call then needs a
+      session_id). Fields left as None / 0 take the datastore's defaults (`Datastore.default_*`).
+    lambda_: weight of p_kNN in [0, 1] (`lambda` on the wire; a Python keyword).
+    k: neighbours per token, 0 = default, at most 1024.
+    temperature: > 0, in squared-L2 units of the keys.
+    """
+
+    datastore: str
+    lambda_: Optional[float] = None
+    k: int = 0
+    temperature: Optional[float] = None
+
+
+KnnLmLike = Union[KnnLm, Mapping[str, Any]]
+
+
+@dataclasses.dataclass
+class Datastore:
+    """A kNN-LM datastore as the server reports it (datastores.proto `Datastore`)."""
+
+    name: str  # "session" for a session's private datastore
+    session_id: str  # set for a session's private datastore
+    dir: str  # shared datastores: the directory it was loaded from
+    model: str  # "name@fingerprint" of the model whose hidden states are the keys
+    key_type: str
+    dimension: int
+    entries: int
+    bytes: int  # files on disk (shared) or RAM (a session's)
+    index_type: str  # "flat" or "ivfpq" (shared), "exact" (a session's)
+    nlist: int
+    pq_m: int
+    pq_nbits: int
+    corpus: str
+    corpus_files: int
+    corpus_bytes: int
+    build_seconds: float
+    built_at: str  # UTC, ISO 8601
+    default_lambda: float  # what a request gets for each knn_lm field it leaves unset
+    default_k: int
+    default_temperature: float
+
+
+@dataclasses.dataclass
+class AddToDatastoreResult:
+    entries_added: int
+    datastore: Datastore  # the session's datastore after the addition
+
+
+def _knn_lm_from(value: Optional[KnnLmLike]) -> Optional[KnnLm]:
+    """Accepts a KnnLm or a dict with the keys datastore, lambda_ (or lambda), k, temperature."""
+    if value is None or isinstance(value, KnnLm):
+        return value
+    fields = dict(value)
+    if "lambda" in fields:
+        if "lambda_" in fields:
+            raise ValueError("knn_lm: give lambda or lambda_, not both")
+        fields["lambda_"] = fields.pop("lambda")
+    unknown = set(fields) - {"datastore", "lambda_", "k", "temperature"}
+    if unknown:
+        raise ValueError(f"knn_lm: unknown keys {sorted(unknown)} "
+                         "(expected datastore, lambda_, k, temperature)")
+    return KnnLm(**fields)
+
+
+def _fill_knn_lm(value: Optional[KnnLmLike], out: generation_pb2.KnnLm) -> None:
+    knn = _knn_lm_from(value)
+    if knn is None:
+        return
+    out.datastore = knn.datastore
+    if knn.lambda_ is not None:
+        setattr(out, "lambda", knn.lambda_)  # `lambda` is a Python keyword
+    out.k = knn.k
+    if knn.temperature is not None:
+        out.temperature = knn.temperature
+
+
+def _datastore_from_proto(msg: datastores_pb2.Datastore) -> Datastore:
+    return Datastore(
+        name=msg.name, session_id=msg.session_id, dir=msg.dir, model=msg.model,
+        key_type=msg.key_type, dimension=msg.dimension, entries=msg.entries, bytes=msg.bytes,
+        index_type=msg.index_type, nlist=msg.nlist, pq_m=msg.pq_m, pq_nbits=msg.pq_nbits,
+        corpus=msg.corpus, corpus_files=msg.corpus_files, corpus_bytes=msg.corpus_bytes,
+        build_seconds=msg.build_seconds, built_at=msg.built_at,
+        default_lambda=msg.default_lambda, default_k=msg.default_k,
+        default_temperature=msg.default_temperature)
+
+
 def _finish_name(value: int) -> Optional[str]:
     if value == generation_pb2.FINISH_REASON_UNSPECIFIED:
         return None
@@ -228,6 +322,7 @@ class Client:
         self._generation = generation_pb2_grpc.GenerationStub(self._channel)
         self._sessions = sessions_pb2_grpc.SessionsStub(self._channel)
         self._models = models_pb2_grpc.ModelsStub(self._channel)
+        self._datastores = datastores_pb2_grpc.DatastoresStub(self._channel)
         self._health = health_pb2_grpc.HealthStub(self._channel)
 
     def close(self) -> None:
@@ -264,12 +359,15 @@ class Client:
         stop: Iterable[str] = (),
         logprobs: int = 0,
         stop_at_eos: Optional[bool] = None,
+        knn_lm: Optional[KnnLmLike] = None,
         timeout: Optional[float] = None,
     ) -> GenerateStream:
         """Starts a streaming generation; iterate the result for `Chunk`s.
 
         Unset sampling fields take the server's defaults (temperature 1.0, top_p 1.0, a random
-        seed, repetition_penalty 1.0); temperature=0 is greedy.
+        seed, repetition_penalty 1.0); temperature=0 is greedy. `knn_lm` (a `KnnLm` or a dict
+        with datastore, lambda_, k, temperature) mixes a datastore's neighbours into every
+        generated token's distribution; request errors surface when the stream is read.
         """
         request = generation_pb2.GenerateRequest(
             session_id=session_id, prompt=prompt, max_new_tokens=max_new_tokens,
@@ -286,14 +384,18 @@ class Client:
             sampling.repetition_penalty = repetition_penalty
         if stop_at_eos is not None:
             request.stop_at_eos = stop_at_eos
+        _fill_knn_lm(knn_lm, request.knn_lm)
         call = self._generation.Generate(request, timeout=self._timeout(timeout))
         return GenerateStream(call)
 
     def score(self, text: str, *, session_id: str = "", update_memory: bool = False,
-              token_logprobs: bool = False, timeout: Optional[float] = None) -> ScoreResult:
+              token_logprobs: bool = False, knn_lm: Optional[KnnLmLike] = None,
+              timeout: Optional[float] = None) -> ScoreResult:
+        """Log-likelihood of `text`; with `knn_lm`, under the kNN-LM mixture (as in generate)."""
         request = generation_pb2.ScoreRequest(session_id=session_id, text=text,
                                               update_memory=update_memory,
                                               token_logprobs=token_logprobs)
+        _fill_knn_lm(knn_lm, request.knn_lm)
         r = self._unary(self._generation.Score, request, timeout)
         return ScoreResult(r.token_count, r.byte_count, r.total_logprob, r.bits_per_byte,
                            list(r.logprobs))
@@ -332,6 +434,42 @@ class Client:
     def delete_session(self, session_id: str, *, timeout: Optional[float] = None) -> None:
         self._unary(self._sessions.DeleteSession,
                     sessions_pb2.DeleteSessionRequest(session_id=session_id), timeout)
+
+    # --- Datastores ---------------------------------------------------------------------------
+
+    def list_datastores(self, *, timeout: Optional[float] = None) -> List[Datastore]:
+        """Every shared datastore (sorted by name), following pagination."""
+        datastores: List[Datastore] = []
+        token = ""
+        while True:
+            r = self._unary(self._datastores.ListDatastores,
+                            datastores_pb2.ListDatastoresRequest(page_size=1000,
+                                                                 page_token=token),
+                            timeout)
+            datastores.extend(_datastore_from_proto(d) for d in r.datastores)
+            token = r.next_page_token
+            if not token:
+                return datastores
+
+    def get_datastore(self, name: str, session_id: str = "", *,
+                      timeout: Optional[float] = None) -> Datastore:
+        """A shared datastore by name, or name="session" with a session_id: that session's
+        private datastore (entries 0 until text is added to it)."""
+        r = self._unary(self._datastores.GetDatastore,
+                        datastores_pb2.GetDatastoreRequest(name=name, session_id=session_id),
+                        timeout)
+        return _datastore_from_proto(r)
+
+    def add_to_session_datastore(self, session_id: str, text: str, *,
+                                 timeout: Optional[float] = None) -> AddToDatastoreResult:
+        """Adds one entry per token of `text` to the session's private datastore (read with a
+        fresh memory; the session's own memory is unchanged). Use it with
+        knn_lm=KnnLm("session") on that session."""
+        r = self._unary(self._datastores.AddToSessionDatastore,
+                        datastores_pb2.AddToSessionDatastoreRequest(session_id=session_id,
+                                                                    text=text),
+                        timeout)
+        return AddToDatastoreResult(r.entries_added, _datastore_from_proto(r.datastore))
 
     # --- Models and health --------------------------------------------------------------------
 
