@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -62,6 +64,15 @@ absl::StatusOr<ModelId> ComputeModelId(const std::string& model_dir) {
   std::ifstream weights(weights_path, std::ios::binary);
   if (!weights) return absl::NotFoundError(absl::StrCat("cannot open ", weights_path));
 
+  // The calibrated CALM threshold (mnemo-calibrate --write) changes no weight and no hidden
+  // state, so it must not orphan the model's datastores: it is left out of the fingerprint.
+  // The rest is hashed as the model writer formats it (sorted keys, 2-space indent), which
+  // for a config.json written by mnemo is its bytes exactly.
+  nlohmann::json json = nlohmann::json::parse(config_text, nullptr, /*allow_exceptions=*/false);
+  if (json.is_object()) {
+    json.erase("exit_threshold");
+    config_text = json.dump(2) + "\n";
+  }
   Fnv1a64 hash;
   hash.Add(config_text.data(), config_text.size());
   const int64_t bytes = static_cast<int64_t>(size);
