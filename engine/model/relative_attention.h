@@ -20,6 +20,7 @@
 
 #include "engine/memory/layer_memory.h"
 #include "engine/memory/segment_plan.h"
+#include "engine/model/decode_rows.h"
 #include "engine/model/model_config.h"
 
 namespace mnemo::model {
@@ -33,6 +34,14 @@ class RelativeAttentionImpl : public torch::nn::Module {
   // sinusoid: [max_distance + 1, d_model]. Returns [B, S, d_model].
   torch::Tensor forward(const torch::Tensor& x, memory::LayerMemory& memory,
                         const memory::SegmentPlan& plan, const torch::Tensor& sinusoid);
+
+  // Batched decode (relative_attention_decode.cc): one new position per row, each row with its
+  // own batch-1 memory. x: [B, d_model], the layer-normalised input of every row (exited rows
+  // included: their keys/values still enter the memory, DESIGN.md §5). Appends every row's
+  // key/value (and completed compressed groups, and kNN entries) to memory layer `layer`, then
+  // attends for the active rows only. Returns [A, d_model] for `active`. Inference only.
+  torch::Tensor Decode(const torch::Tensor& x, int layer, DecodeRows& rows,
+                       const ActiveRows& active, const torch::Tensor& sinusoid);
 
   // Inference: computes the relative-position table once and reuses it until cleared.
   void CachePositionTable(const torch::Tensor& sinusoid);
@@ -63,6 +72,18 @@ class RelativeAttentionImpl : public torch::nn::Module {
   torch::Tensor MixKnn(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                        const torch::Tensor& y_local, memory::LayerMemory& memory,
                        const memory::SegmentPlan& plan);
+  // Decode helpers: append every row's key/value; attend one way or the other. qu, bd: the
+  // active rows' scaled (q + u) [H, A, dh] and scaled scores by distance [H, A, D] (per row)
+  // or [H, A, D + 1] with a trailing -inf column for masked slots (padded),
+  // D = max_distance + 1. Return [H, A, dh].
+  void DecodeAppend(const torch::Tensor& k, const torch::Tensor& v, int layer, DecodeRows& rows);
+  torch::Tensor DecodeAttendPerRow(const torch::Tensor& qu, const torch::Tensor& bd, int layer,
+                                   DecodeRows& rows, const ActiveRows& active);
+  torch::Tensor DecodeAttendPadded(const torch::Tensor& qu, const torch::Tensor& bd, int layer,
+                                   DecodeRows& rows, const ActiveRows& active);
+  // y [A, H, dh] mixed with the kNN hits of the active rows' queries q [A, H, dh].
+  torch::Tensor DecodeMixKnn(const torch::Tensor& q, const torch::Tensor& y, int layer,
+                             DecodeRows& rows, const ActiveRows& active);
   // ||attn(q, old) - attn(q, compress(old))||^2 on detached inputs: trains the conv alone.
   void AddReconstructionLoss(const torch::Tensor& q, const torch::Tensor& k_groups,
                              const torch::Tensor& v_groups);

@@ -53,6 +53,13 @@ class TransformerImpl : public torch::nn::Module {
                                   int knn_mem_len = -1, bool knn_store = false,
                                   int64_t knn_exact_threshold = 0) const;
 
+  // Pieces for callers that run the layers themselves (BatchDecoder's batched decode step).
+  int num_layers() const { return static_cast<int>(blocks_.size()); }
+  TransformerBlock& block(int i) { return blocks_[i]; }
+  // tokens [...] int64 -> [..., d_model]
+  torch::Tensor Embed(const torch::Tensor& tokens) { return embedding_->forward(tokens); }
+  const torch::Tensor& sinusoid() const { return sinusoid_; }  // [max_distance + 1, d_model]
+
   // Inference: precompute the per-layer relative-position tables (weights must not change).
   void CachePositionTables();
   void ClearPositionTables();

@@ -21,4 +21,17 @@ torch::Tensor TransformerBlockImpl::forward(const torch::Tensor& h, memory::Laye
   return x + ff2_->forward(torch::gelu(ff1_->forward(normed)));
 }
 
+torch::Tensor TransformerBlockImpl::Decode(const torch::Tensor& h, int layer, DecodeRows& rows,
+                                           const ActiveRows& active,
+                                           const torch::Tensor& sinusoid,
+                                           torch::Tensor* ffn_input) {
+  // LayerNorm + qkv for every row (keys/values), attention and FFN for the active ones.
+  torch::Tensor attended = attn_->Decode(ln1_->forward(h), layer, rows, active, sinusoid);
+  if (active.rows.empty()) return attended;  // [0, d]: every row has exited
+  torch::Tensor x = (active.all ? h : h.index_select(0, active.index)) + attended;  // [A, d]
+  torch::Tensor normed = ln2_->forward(x);
+  if (ffn_input != nullptr) *ffn_input = normed;
+  return x + ff2_->forward(torch::gelu(ff1_->forward(normed)));
+}
+
 }  // namespace mnemo::model

@@ -10,6 +10,7 @@
 
 #include "engine/memory/layer_memory.h"
 #include "engine/memory/segment_plan.h"
+#include "engine/model/decode_rows.h"
 #include "engine/model/model_config.h"
 #include "engine/model/relative_attention.h"
 
@@ -24,6 +25,14 @@ class TransformerBlockImpl : public torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& h, memory::LayerMemory& memory,
                         const memory::SegmentPlan& plan, const torch::Tensor& sinusoid,
                         torch::Tensor* ffn_input = nullptr);
+
+  // Batched decode (BatchDecoder): h [B, d_model], every row's input to this layer (exited
+  // rows' frozen states included, so their keys/values still reach `layer`'s memory). Returns
+  // the layer's output for the active rows only, [A, d_model]; `ffn_input` (if set) gets
+  // theirs, [A, d_model].
+  torch::Tensor Decode(const torch::Tensor& h, int layer, DecodeRows& rows,
+                       const ActiveRows& active, const torch::Tensor& sinusoid,
+                       torch::Tensor* ffn_input = nullptr);
 
   RelativeAttention& attention() { return attn_; }
 

@@ -1,0 +1,66 @@
+// DecodeRows: the per-step state of a batched decode step (BatchDecoder), shared by the layers:
+// each row's session memory and the plan for its one new position, plus the attention index
+// that folds the plan's visibility mask and relative distances into one gather.
+//
+// Internal to engine/model: built by BatchDecoder once per step, read by every layer's
+// TransformerBlock::Decode / RelativeAttention::Decode. Borrows the memories (the caller of
+// BatchDecoder::Step owns them); lives for one step on the loop thread.
+#ifndef MNEMO_ENGINE_MODEL_DECODE_ROWS_H_
+#define MNEMO_ENGINE_MODEL_DECODE_ROWS_H_
+
+#include <torch/types.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "engine/memory/segment_plan.h"
+#include "engine/memory/session_memory.h"
+
+namespace mnemo::model {
+
+// How rows with different memories attend (measured in tools/decode_batch_bench).
+enum class AttentionLayout {
+  // One small attention per row over just the slots its query may see (at most two runs per
+  // ring): no copies and no masked reads, but a few ops per row and layer.
+  kPerRow,
+  // The rows' rings copied into one padded batch per layer (narrowed to the longest filled
+  // length), masked per row: a constant number of ops, plus the copy.
+  kPadded,
+};
+
+// A run of consecutive ring slots a row's query may see.
+struct RingSpan {
+  bool compressed = false;  // in the compressed ring, else the raw ring
+  int64_t start = 0;
+  int64_t length = 0;
+};
+
+struct DecodeRows {
+  AttentionLayout layout = AttentionLayout::kPerRow;
+  std::vector<memory::SessionMemory*> memories;  // [B], borrowed, batch-1 inference memories
+  std::vector<memory::SegmentPlan> plans;        // [B], memories[r]->Plan(1)
+  std::vector<int64_t> raw_filled;  // [B] raw slots that ever held a position (a prefix)
+  std::vector<int64_t> cmp_filled;  // [B] compressed slots that ever held a group (a prefix)
+  // Attention index: the column of the layer's scores by distance to add to each slot's score
+  // (the slot's clamped distance); the same for every layer.
+  // kPerRow: per row, the visible slots as runs (raw first), and the distance of each,
+  // [H, 1, total length] int64 (no masked entries).
+  std::vector<std::vector<RingSpan>> spans;
+  std::vector<torch::Tensor> row_index;
+  // kPadded: [B, 1, 1, padded_raw + padded_cmp] int64 over every raw then compressed slot of
+  // the longest filled lengths; max_distance + 1 (a -inf column) where the query may not look.
+  torch::Tensor padded_index;
+  int64_t padded_raw = 0, padded_cmp = 0;
+  torch::Tensor padded_zeros;  // [1, H, padded_cmp, dh]: stands in for a missing compressed memory
+};
+
+// The rows still running through the layers (CALM exits remove rows).
+struct ActiveRows {
+  std::vector<int64_t> rows;  // [A] indices into DecodeRows, ascending
+  torch::Tensor index;        // [A] int64 on the model's device, the same indices
+  bool all = true;            // rows == 0..B-1 (no gather needed)
+};
+
+}  // namespace mnemo::model
+
+#endif  // MNEMO_ENGINE_MODEL_DECODE_ROWS_H_

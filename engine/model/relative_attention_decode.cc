@@ -1,0 +1,192 @@
+// RelativeAttention's batched decode path (see RelativeAttention::Decode). The same function as
+// forward() for a one-position segment, row by row: the weight matmuls run once for all rows;
+// memory appends, compression inputs and kNN searches are per row because each row owns its
+// memory; attention runs per row or over padded copies (DecodeRows::layout).
+#include <limits>
+#include <vector>
+
+#include "engine/model/relative_attention.h"
+
+namespace mnemo::model {
+
+void RelativeAttentionImpl::DecodeAppend(const torch::Tensor& k, const torch::Tensor& v,
+                                         int layer, DecodeRows& rows) {
+  const int64_t batch = k.size(0);
+  std::vector<torch::Tensor> k_groups, v_groups;  // each [1, H, rate, dh]
+  std::vector<int64_t> group_rows;
+  for (int64_t r = 0; r < batch; ++r) {
+    memory::LayerMemory& m = rows.memories[r]->layer(layer);
+    const memory::SegmentPlan& plan = rows.plans[r];
+    m.k_raw.index_copy_(2, plan.raw_write_slots, k.narrow(0, r, 1).unsqueeze(2));
+    m.v_raw.index_copy_(2, plan.raw_write_slots, v.narrow(0, r, 1).unsqueeze(2));
+    if (m.k_cmp.defined() && plan.new_groups > 0) {
+      k_groups.push_back(m.k_raw.index_select(2, plan.group_source_slots));
+      v_groups.push_back(m.v_raw.index_select(2, plan.group_source_slots));
+      group_rows.push_back(r);
+    }
+  }
+  if (!group_rows.empty()) {
+    // Every row completing a group compresses in one call: [G, H, rate, dh] -> [G, H, 1, dh].
+    torch::Tensor ck = Compress(torch::cat(k_groups, 0), /*keys=*/true);
+    torch::Tensor cv = Compress(torch::cat(v_groups, 0), /*keys=*/false);
+    for (size_t g = 0; g < group_rows.size(); ++g) {
+      memory::LayerMemory& m = rows.memories[group_rows[g]]->layer(layer);
+      const memory::SegmentPlan& plan = rows.plans[group_rows[g]];
+      m.k_cmp.index_copy_(2, plan.cmp_write_slots, ck.narrow(0, g, 1));
+      m.v_cmp.index_copy_(2, plan.cmp_write_slots, cv.narrow(0, g, 1));
+    }
+  }
+  if (knn_scale_.defined()) {
+    // [B, H, dh] -> per row [1, H, dh] float32 CPU, as knn::KnnMemory::Append wants.
+    torch::Tensor kn = (k / k.norm(2, -1, true).clamp_min(1e-6)).to(torch::kCPU, torch::kFloat32).contiguous();
+    torch::Tensor vc = v.to(torch::kCPU, torch::kFloat32).contiguous();
+    for (int64_t r = 0; r < batch; ++r) {
+      memory::LayerMemory& m = rows.memories[r]->layer(layer);
+      if (m.knn_store == nullptr) continue;
+      TORCH_CHECK(m.knn_store->next_position() == rows.plans[r].start, "kNN store is at position ",
+                  m.knn_store->next_position(), " but the row is at ", rows.plans[r].start);
+      absl::Status appended = m.knn_store->Append(kn.narrow(0, r, 1), vc.narrow(0, r, 1));
+      TORCH_CHECK(appended.ok(), "kNN store: ", appended.ToString());
+    }
+  }
+}
+
+torch::Tensor RelativeAttentionImpl::DecodeAttendPerRow(const torch::Tensor& qu,
+                                                        const torch::Tensor& bd, int layer,
+                                                        DecodeRows& rows,
+                                                        const ActiveRows& active) {
+  std::vector<torch::Tensor> outputs;  // each [H, 1, dh]
+  outputs.reserve(active.rows.size());
+  for (size_t a = 0; a < active.rows.size(); ++a) {
+    const int64_t r = active.rows[a];
+    memory::LayerMemory& m = rows.memories[r]->layer(layer);
+    const std::vector<RingSpan>& spans = rows.spans[r];
+    auto slice = [&](const torch::Tensor& ring, const RingSpan& span) {  // [H, length, dh]
+      return ring[0].narrow(1, span.start, span.length);
+    };
+    torch::Tensor query = qu.narrow(1, a, 1);  // [H, 1, dh]
+    // Only the slots this query may see: nothing masked is read.
+    std::vector<torch::Tensor> parts;  // each [H, 1, length]
+    for (const RingSpan& span : spans) {
+      parts.push_back(torch::bmm(query, slice(span.compressed ? m.k_cmp : m.k_raw, span).transpose(1, 2)));
+    }
+    torch::Tensor scores = parts.size() == 1 ? parts[0] : torch::cat(parts, 2);
+    scores = scores + bd.narrow(1, a, 1).gather(2, rows.row_index[r]);  // + distance term
+    torch::Tensor probs = torch::softmax(scores, 2);
+    torch::Tensor y;  // [H, 1, dh]
+    int64_t offset = 0;
+    for (const RingSpan& span : spans) {
+      torch::Tensor p = probs.narrow(2, offset, span.length);
+      torch::Tensor values = slice(span.compressed ? m.v_cmp : m.v_raw, span);
+      y = y.defined() ? torch::baddbmm(y, p, values) : torch::bmm(p, values);
+      offset += span.length;
+    }
+    outputs.push_back(y);
+  }
+  return outputs.size() == 1 ? outputs[0] : torch::cat(outputs, 1);  // [H, A, dh]
+}
+
+torch::Tensor RelativeAttentionImpl::DecodeAttendPadded(const torch::Tensor& qu,
+                                                        const torch::Tensor& bd, int layer,
+                                                        DecodeRows& rows,
+                                                        const ActiveRows& active) {
+  const int64_t count = static_cast<int64_t>(active.rows.size());
+  const int64_t raw = rows.padded_raw, cmp = rows.padded_cmp;
+  std::vector<torch::Tensor> k_raw, v_raw, k_cmp, v_cmp;  // each [1, H, raw or cmp, dh]
+  for (int64_t r : active.rows) {
+    memory::LayerMemory& m = rows.memories[r]->layer(layer);
+    k_raw.push_back(m.k_raw.narrow(2, 0, raw));
+    v_raw.push_back(m.v_raw.narrow(2, 0, raw));
+    if (cmp > 0) {
+      // A row without a compressed memory pads with zeros; its index masks them all.
+      const bool has = m.k_cmp.defined();
+      k_cmp.push_back(has ? m.k_cmp.narrow(2, 0, cmp) : rows.padded_zeros);
+      v_cmp.push_back(has ? m.v_cmp.narrow(2, 0, cmp) : rows.padded_zeros);
+    }
+  }
+  torch::Tensor query = qu.transpose(0, 1).unsqueeze(2);  // [A, H, 1, dh]
+  torch::Tensor values = torch::cat(v_raw, 0);            // [A, H, raw, dh]
+  torch::Tensor scores = torch::matmul(query, torch::cat(k_raw, 0).transpose(2, 3));
+  if (cmp > 0) {
+    scores = torch::cat({scores, torch::matmul(query, torch::cat(k_cmp, 0).transpose(2, 3))}, 3);
+  }
+  torch::Tensor index = active.all ? rows.padded_index : rows.padded_index.index_select(0, active.index);
+  // [A, H, 1, raw + cmp]
+  scores = scores + bd.transpose(0, 1).unsqueeze(2).gather(
+                        3, index.expand({count, heads_, 1, raw + cmp}));
+  torch::Tensor probs = torch::softmax(scores, 3);
+  torch::Tensor y = torch::matmul(probs.narrow(3, 0, raw), values);  // [A, H, 1, dh]
+  if (cmp > 0) y = y + torch::matmul(probs.narrow(3, raw, cmp), torch::cat(v_cmp, 0));
+  return y.squeeze(2).transpose(0, 1);  // [H, A, dh]
+}
+
+torch::Tensor RelativeAttentionImpl::DecodeMixKnn(const torch::Tensor& q, const torch::Tensor& y,
+                                                  int layer, DecodeRows& rows,
+                                                  const ActiveRows& active) {
+  const int64_t count = q.size(0);
+  torch::Tensor qn = q / q.norm(2, -1, true).clamp_min(1e-6);            // [A, H, dh]
+  torch::Tensor queries = qn.to(torch::kCPU, torch::kFloat32).contiguous();
+  std::vector<torch::Tensor> keys, values, valid;  // each [H, k, dh] / [H, k]
+  for (int64_t a = 0; a < count; ++a) {
+    const int64_t r = active.rows[a];
+    memory::LayerMemory& m = rows.memories[r]->layer(layer);
+    if (m.knn_store == nullptr) {
+      // No kNN memory for this row: no valid hit, so its gate is 0 and y passes unchanged.
+      keys.push_back(torch::zeros({heads_, knn_topk_, d_head_}));
+      values.push_back(keys.back());
+      valid.push_back(torch::zeros({heads_, knn_topk_}, torch::kBool));
+      continue;
+    }
+    const memory::SegmentPlan& plan = rows.plans[r];
+    absl::StatusOr<knn::KnnResult> found =
+        m.knn_store->Search(queries[a].unsqueeze(1), knn_topk_, plan.knn_lo, plan.knn_hi);
+    TORCH_CHECK(found.ok(), "kNN store: ", found.status().ToString());
+    keys.push_back(found->keys.select(1, 0));
+    values.push_back(found->values.select(1, 0));
+    valid.push_back(found->valid.select(1, 0));
+  }
+  const torch::Device device = q.device();
+  torch::Tensor hit_keys = torch::stack(keys, 0).to(device);      // [A, H, k, dh]
+  torch::Tensor hit_values = torch::stack(values, 0).to(device);  // [A, H, k, dh]
+  torch::Tensor hit_valid = torch::stack(valid, 0).to(device);    // [A, H, k]
+  torch::Tensor logits = (qn.unsqueeze(2) * hit_keys).sum(-1) * knn_scale_.view({1, heads_, 1});
+  torch::Tensor probs = torch::softmax(logits.masked_fill(hit_valid.logical_not(), -1e9), 2);
+  torch::Tensor y_knn = (probs.unsqueeze(-1) * hit_values).sum(2);  // [A, H, dh]
+  torch::Tensor gate = torch::sigmoid(knn_gate_).view({1, heads_, 1}) *
+                       hit_valid.any(2, /*keepdim=*/true).to(y.scalar_type());
+  return y + gate * (y_knn - y);
+}
+
+torch::Tensor RelativeAttentionImpl::Decode(const torch::Tensor& x, int layer, DecodeRows& rows,
+                                            const ActiveRows& active,
+                                            const torch::Tensor& sinusoid) {
+  const int64_t batch = x.size(0);
+  // [B, 3 * H * dh] -> 3 x [B, H, dh]
+  torch::Tensor qkv = qkv_->forward(x).view({batch, 3, heads_, d_head_});
+  torch::Tensor q = qkv.select(1, 0), k = qkv.select(1, 1), v = qkv.select(1, 2);
+  DecodeAppend(k, v, layer, rows);
+  if (active.rows.empty()) return torch::zeros({0, x.size(1)}, x.options());
+
+  torch::Tensor q_active = active.all ? q : q.index_select(0, active.index);  // [A, H, dh]
+  const int64_t count = q_active.size(0);
+  torch::Tensor heads_first = q_active.transpose(0, 1);                       // [H, A, dh]
+  // The 1/sqrt(d) scale goes on the queries, so scores need no pass of their own.
+  torch::Tensor qu = (heads_first + u_bias_.view({heads_, 1, d_head_})) * scale_;
+  torch::Tensor qv = (heads_first + v_bias_.view({heads_, 1, d_head_})) * scale_;
+  torch::Tensor table = PositionTable(sinusoid);  // [H, D, dh]
+  torch::Tensor bd = torch::bmm(qv, table.transpose(1, 2));  // scores by distance [H, A, D]
+  torch::Tensor y;
+  if (rows.layout == AttentionLayout::kPerRow) {
+    y = DecodeAttendPerRow(qu, bd, layer, rows, active);
+  } else {
+    // A -inf column that masked slots point at: [H, A, D + 1]
+    bd = torch::cat({bd, torch::full({heads_, count, 1},
+                                     -std::numeric_limits<float>::infinity(), qv.options())}, 2);
+    y = DecodeAttendPadded(qu, bd, layer, rows, active);
+  }
+  y = y.transpose(0, 1);  // [A, H, dh]
+  if (knn_scale_.defined()) y = DecodeMixKnn(q_active, y, layer, rows, active);
+  return out_->forward(y.reshape({count, heads_ * d_head_}));  // [A, d_model]
+}
+
+}  // namespace mnemo::model

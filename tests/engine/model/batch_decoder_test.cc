@@ -1,0 +1,347 @@
+// BatchDecoder: a batched decode step must equal feeding each row alone (Model::Forward /
+// ForwardWithExit with one token), in log-probs, exit layers and in what every memory holds
+// afterwards, for rows at very different positions and with different memory options.
+#include "engine/model/batch_decoder.h"
+
+#include <c10/core/InferenceMode.h>
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/model/model.h"
+#include "tests/engine/tiny_model.h"
+
+namespace mnemo::model {
+namespace {
+
+using ::mnemo::testing::RandomBytes;
+
+// 3 layers with a conv-compressed memory and a kNN layer on a knn::KnnMemory store.
+ModelConfig Config() {
+  ModelConfig c = ::mnemo::testing::TinyModelConfig();
+  c.n_layers = 3;
+  c.seg_len = 16;
+  c.mem_len = 16;
+  c.cmem_len = 4;
+  c.cmem_rate = 4;
+  c.compression = Compression::kConv;
+  c.clamp_len = 30;  // below the farthest compressed slot: clamping is exercised
+  c.knn_layer = 1;
+  c.knn_topk = 4;
+  c.knn_mem_len = 32;
+  return c;
+}
+
+float MaxDiff(const torch::Tensor& a, const torch::Tensor& b) {
+  return (a - b).abs().max().item<float>();
+}
+
+void ExpectSameMemory(const memory::SessionMemory& a, const memory::SessionMemory& b,
+                      const std::string& what) {
+  ASSERT_EQ(a.next_position(), b.next_position()) << what;
+  EXPECT_EQ(a.xl_tokens(), b.xl_tokens()) << what;
+  EXPECT_EQ(a.compressed_slots(), b.compressed_slots()) << what;
+  EXPECT_EQ(a.knn_entries(), b.knn_entries()) << what;
+  for (int i = 0; i < a.num_layers(); ++i) {
+    const memory::LayerMemory& x = a.layer(i);
+    const memory::LayerMemory& y = b.layer(i);
+    EXPECT_LT(MaxDiff(x.k_raw, y.k_raw), 1e-5) << what << " layer " << i;
+    EXPECT_LT(MaxDiff(x.v_raw, y.v_raw), 1e-5) << what << " layer " << i;
+    ASSERT_EQ(x.k_cmp.defined(), y.k_cmp.defined()) << what;
+    if (x.k_cmp.defined()) {
+      EXPECT_LT(MaxDiff(x.k_cmp, y.k_cmp), 1e-5) << what << " layer " << i;
+      EXPECT_LT(MaxDiff(x.v_cmp, y.v_cmp), 1e-5) << what << " layer " << i;
+    }
+    ASSERT_EQ(x.knn_store == nullptr, y.knn_store == nullptr) << what;
+    if (x.knn_store != nullptr) {
+      EXPECT_EQ(x.knn_store->next_position(), y.knn_store->next_position()) << what;
+      EXPECT_EQ(x.knn_store->size(), y.knn_store->size()) << what;
+    }
+  }
+}
+
+// One session fed two ways: `batched` through BatchDecoder, `solo` through Model alone.
+struct Session {
+  memory::SessionMemory batched, solo;
+  std::vector<int> text;  // the tokens it decodes, one per step it takes part in
+  size_t next = 0;
+  float threshold = 2.0f;
+};
+
+class BatchDecoderTest : public ::testing::TestWithParam<AttentionLayout> {
+ protected:
+  void SetUp() override { model_ = Model::Random(Config(), 11); }
+
+  // A session primed with `history` tokens (seed-dependent), then `steps` tokens to decode.
+  std::unique_ptr<Session> Primed(int history, uint32_t seed, const MemoryOptions& options = {}) {
+    auto s = std::make_unique<Session>();
+    s->batched = model_->NewMemory(options);
+    s->solo = model_->NewMemory(options);
+    if (history > 0) {
+      std::vector<int> prefix = RandomBytes(history, seed);
+      EXPECT_TRUE(model_->Forward(prefix, s->batched).ok());
+      EXPECT_TRUE(model_->Forward(prefix, s->solo).ok());
+    }
+    s->text = RandomBytes(64, seed + 1000);
+    s->text[0] = history % 256;  // RandomBytes starts with BOS; any byte will do mid-text
+    return s;
+  }
+
+  // One batched step over `sessions` vs. each alone; checks log-probs and exit layers.
+  void StepAndCompare(const std::vector<Session*>& sessions, BatchDecoder& decoder,
+                      const std::string& what) {
+    std::vector<DecodeRow> rows;
+    for (Session* s : sessions) {
+      rows.push_back(DecodeRow{s->text[s->next], &s->batched, s->threshold});
+    }
+    absl::StatusOr<DecodeBatchResult> out = decoder.Step(rows);
+    ASSERT_TRUE(out.ok()) << out.status();
+    ASSERT_EQ(out->logprobs.sizes(), (std::vector<int64_t>{static_cast<int64_t>(rows.size()),
+                                                            model_->config().vocab_size}));
+    for (size_t r = 0; r < sessions.size(); ++r) {
+      Session& s = *sessions[r];
+      const int token = s.text[s.next++];
+      if (s.threshold > 1.0f) {
+        auto solo = model_->Forward({token}, s.solo, Outputs::kLast);
+        ASSERT_TRUE(solo.ok());
+        EXPECT_LT(MaxDiff(out->logprobs[r], (*solo)[0]), 1e-4) << what << " row " << r;
+        EXPECT_EQ(out->exit_layers[r], model_->config().n_layers) << what << " row " << r;
+      } else {
+        auto solo = model_->ForwardWithExit({token}, s.solo, s.threshold);
+        ASSERT_TRUE(solo.ok());
+        EXPECT_LT(MaxDiff(out->logprobs[r], solo->logprobs[0]), 1e-4) << what << " row " << r;
+        EXPECT_EQ(out->exit_layers[r], solo->exit_layers[0]) << what << " row " << r;
+      }
+    }
+  }
+
+  // After the steps: every memory equals its solo twin, and both continue alike.
+  void ExpectSessionsAgree(const std::vector<Session*>& sessions) {
+    std::vector<int> more = RandomBytes(40, 77);
+    for (size_t r = 0; r < sessions.size(); ++r) {
+      ExpectSameMemory(sessions[r]->batched, sessions[r]->solo, "row " + std::to_string(r));
+      auto a = model_->Forward(more, sessions[r]->batched);
+      auto b = model_->Forward(more, sessions[r]->solo);
+      ASSERT_TRUE(a.ok() && b.ok());
+      EXPECT_LT(MaxDiff(*a, *b), 1e-4) << "continuation of row " << r;
+    }
+  }
+
+  std::unique_ptr<Model> model_;
+};
+
+TEST_P(BatchDecoderTest, MatchesSoloForwardAtMixedHistories) {
+  // 0..2000 tokens of history: empty rings, partly filled, wrapped; 9 steps cross compressed
+  // group boundaries (rate 4) in every row and wrap the raw ring (32 slots) in the long ones.
+  std::vector<std::unique_ptr<Session>> owned;
+  for (int history : {0, 5, 300, 700, 2000}) owned.push_back(Primed(history, history + 1));
+  std::vector<Session*> sessions;
+  for (auto& s : owned) sessions.push_back(s.get());
+  BatchDecoder decoder(*model_, {ExitMeasure::kSoftmaxResponse, GetParam()});
+  for (int step = 0; step < 9; ++step) {
+    StepAndCompare(sessions, decoder, "step " + std::to_string(step));
+  }
+  ExpectSessionsAgree(sessions);
+}
+
+TEST_P(BatchDecoderTest, RowsWithDifferentMemoryOptionsShareAStep) {
+  MemoryOptions no_cmp, no_knn, small_knn;
+  no_cmp.compressive = false;
+  no_knn.knn = false;
+  small_knn.knn_mem_len = 8;
+  std::vector<std::unique_ptr<Session>> owned;
+  owned.push_back(Primed(120, 3, no_cmp));
+  owned.push_back(Primed(90, 4, no_knn));
+  owned.push_back(Primed(200, 5, small_knn));
+  owned.push_back(Primed(3, 6));
+  std::vector<Session*> sessions;
+  for (auto& s : owned) sessions.push_back(s.get());
+  BatchDecoder decoder(*model_, {ExitMeasure::kSoftmaxResponse, GetParam()});
+  for (int step = 0; step < 6; ++step) {
+    StepAndCompare(sessions, decoder, "step " + std::to_string(step));
+  }
+  ExpectSessionsAgree(sessions);
+}
+
+TEST_P(BatchDecoderTest, RowsJoinAndLeaveBetweenSteps) {
+  std::vector<std::unique_ptr<Session>> owned;
+  for (int i = 0; i < 6; ++i) owned.push_back(Primed(37 * i * i, 20 + i));
+  BatchDecoder decoder(*model_, {ExitMeasure::kSoftmaxResponse, GetParam()});
+  for (int step = 0; step < 12; ++step) {
+    // A different subset (and order) each step; session 5 joins only at step 6.
+    std::vector<Session*> sessions;
+    for (int i = 5; i >= 0; --i) {
+      if ((i + step) % 3 != 0 && (i != 5 || step >= 6)) sessions.push_back(owned[i].get());
+    }
+    StepAndCompare(sessions, decoder, "step " + std::to_string(step));
+  }
+  std::vector<Session*> all;
+  for (auto& s : owned) all.push_back(s.get());
+  ExpectSessionsAgree(all);
+}
+
+// The threshold at which about half of `tokens` exit early through ForwardWithExit (random
+// weights give flat distributions, so useful thresholds are tiny).
+float HalfExitThreshold(Model& model, const std::vector<int>& tokens) {
+  float best = 0.5f;
+  int best_gap = 1 << 30;
+  for (float candidate = 1e-5f; candidate < 1.0f; candidate *= 1.3f) {
+    auto memory = model.NewMemory();
+    auto trial = model.ForwardWithExit(tokens, memory, candidate);
+    int early = 0;
+    for (int layer : trial->exit_layers) early += layer < model.config().n_layers;
+    const int gap = std::abs(early - static_cast<int>(tokens.size()) / 2);
+    if (gap < best_gap) {
+      best_gap = gap;
+      best = candidate;
+    }
+  }
+  return best;
+}
+
+TEST_P(BatchDecoderTest, PerRowExitMatchesSoloForwardWithExit) {
+  const float half = HalfExitThreshold(*model_, RandomBytes(200, 8));
+  std::vector<std::unique_ptr<Session>> owned;
+  const std::vector<int> histories = {0, 9, 150, 400, 1000, 33};
+  const std::vector<float> thresholds = {half, half, half * 0.5f, half * 2.0f, 2.0f, half};
+  for (size_t i = 0; i < histories.size(); ++i) {
+    owned.push_back(Primed(histories[i], 40 + i));
+    owned.back()->threshold = thresholds[i];
+  }
+  std::vector<Session*> sessions;
+  for (auto& s : owned) sessions.push_back(s.get());
+  BatchDecoder decoder(*model_, {ExitMeasure::kSoftmaxResponse, GetParam()});
+  // Count exits through a second decoder pass over clones, so the test knows it mixed kinds.
+  int early = 0, full = 0;
+  for (int step = 0; step < 16; ++step) {
+    std::vector<DecodeRow> probe;
+    std::vector<memory::SessionMemory> clones;
+    clones.reserve(sessions.size());
+    for (Session* s : sessions) {
+      clones.push_back(s->batched.Clone());
+      probe.push_back(DecodeRow{s->text[s->next], &clones.back(), s->threshold});
+    }
+    auto out = decoder.Step(probe);
+    ASSERT_TRUE(out.ok()) << out.status();
+    for (int layer : out->exit_layers) (layer < model_->config().n_layers ? early : full)++;
+    StepAndCompare(sessions, decoder, "step " + std::to_string(step));
+  }
+  ASSERT_GT(early, 10) << "too few early exits to test state propagation";
+  ASSERT_GT(full, 10) << "too few full-depth rows";
+  ExpectSessionsAgree(sessions);
+}
+
+TEST_P(BatchDecoderTest, EveryRowExitingAtTheFirstLayerStillFillsEveryLayer) {
+  std::vector<std::unique_ptr<Session>> owned;
+  for (int history : {0, 70, 500}) {
+    owned.push_back(Primed(history, history + 3));
+    owned.back()->threshold = 0.0f;
+  }
+  std::vector<Session*> sessions;
+  for (auto& s : owned) sessions.push_back(s.get());
+  BatchDecoder decoder(*model_, {ExitMeasure::kSoftmaxResponse, GetParam()});
+  for (int step = 0; step < 5; ++step) StepAndCompare(sessions, decoder, "step");
+  ExpectSessionsAgree(sessions);
+}
+
+TEST_P(BatchDecoderTest, HiddenSaturationExitsWhereCosineFirstReachesThreshold) {
+  // Reference from a full-depth pass on a clone: before a row exits, its states are exactly
+  // the full pass's, so the exit layer is the first i < L with cos(h_i, h_{i-1}) >= threshold.
+  std::vector<std::unique_ptr<Session>> owned;
+  for (int history : {0, 40, 300}) owned.push_back(Primed(history, history + 5));
+  BatchDecoder decoder(*model_, {ExitMeasure::kHiddenSaturation, GetParam()});
+  const int layers = model_->config().n_layers;
+  int early = 0;
+  for (float threshold : {0.6f, 0.8f, 0.9f, 0.95f}) {
+    std::vector<DecodeRow> rows;
+    std::vector<int> expected;
+    std::vector<torch::Tensor> expected_logprobs;
+    for (auto& s : owned) {
+      const int token = s->text[s->next++];
+      c10::InferenceMode guard;
+      memory::SessionMemory clone = s->batched.Clone();
+      std::vector<torch::Tensor> outputs;
+      torch::Tensor ids = torch::tensor({static_cast<int64_t>(token)}).view({1, 1});
+      model_->transformer()->forward(ids, clone, &outputs);
+      torch::Tensor previous = model_->transformer()->Embed(ids);
+      int exit = layers;
+      for (int i = 0; i + 1 < layers; ++i) {
+        const float cos = torch::cosine_similarity(outputs[i].view(-1), previous.view(-1), 0).item<float>();
+        if (cos >= threshold) {
+          exit = i + 1;
+          break;
+        }
+        previous = outputs[i];
+      }
+      expected.push_back(exit);
+      expected_logprobs.push_back(
+          torch::log_softmax(model_->transformer()->Logits(outputs[exit - 1]).view(-1), -1));
+      rows.push_back(DecodeRow{token, &s->batched, threshold});
+    }
+    auto out = decoder.Step(rows);
+    ASSERT_TRUE(out.ok()) << out.status();
+    for (size_t r = 0; r < rows.size(); ++r) {
+      EXPECT_EQ(out->exit_layers[r], expected[r]) << "threshold " << threshold << " row " << r;
+      EXPECT_LT(MaxDiff(out->logprobs[r], expected_logprobs[r]), 1e-4);
+      early += expected[r] < layers;
+    }
+  }
+  EXPECT_GT(early, 0) << "no threshold made any row exit early";
+}
+
+TEST_P(BatchDecoderTest, KnnLmKeysMatchForwardAndForceFullDepth) {
+  std::vector<std::unique_ptr<Session>> owned;
+  for (int history : {0, 60, 400}) owned.push_back(Primed(history, history + 9));
+  BatchDecoder decoder(*model_, {ExitMeasure::kSoftmaxResponse, GetParam()});
+  std::vector<DecodeRow> rows;
+  for (size_t r = 0; r < owned.size(); ++r) {
+    // Row 1 asks for no key and exits at once; rows 0 and 2 ask, so they run to full depth.
+    rows.push_back(DecodeRow{owned[r]->text[0], &owned[r]->batched, 0.0f, /*knn_lm_key=*/r != 1});
+  }
+  auto out = decoder.Step(rows);
+  ASSERT_TRUE(out.ok()) << out.status();
+  ASSERT_TRUE(out->knn_lm_keys.defined());
+  ASSERT_EQ(out->knn_lm_keys.sizes(), (std::vector<int64_t>{3, model_->config().d_model}));
+  EXPECT_EQ(out->exit_layers, (std::vector<int>{3, 1, 3}));
+  for (size_t r : {0, 2}) {
+    torch::Tensor keys;
+    auto solo = model_->Forward({owned[r]->text[0]}, owned[r]->solo, Outputs::kLast, &keys);
+    ASSERT_TRUE(solo.ok());
+    EXPECT_LT(MaxDiff(out->knn_lm_keys[r], keys[0]), 1e-4) << "row " << r;
+    EXPECT_LT(MaxDiff(out->logprobs[r], (*solo)[0]), 1e-4) << "row " << r;
+  }
+  EXPECT_EQ(out->knn_lm_keys[1].abs().max().item<float>(), 0.0f);
+}
+
+TEST_P(BatchDecoderTest, RejectsBadRowsWithoutTouchingMemory) {
+  auto a = model_->NewMemory(), b = model_->NewMemory();
+  ASSERT_TRUE(model_->Forward(RandomBytes(10, 1), a).ok());
+  BatchDecoder decoder(*model_, {ExitMeasure::kSoftmaxResponse, GetParam()});
+  auto training = model_->transformer()->NewMemory(2, torch::kCPU);
+  const std::vector<std::vector<DecodeRow>> bad = {
+      {},
+      {{65, &a}, {66, nullptr}},
+      {{65, &a}, {66, &a}},
+      {{65, &a}, {model_->config().vocab_size, &b}},
+      {{65, &a}, {-1, &b}},
+      {{65, &a}, {66, &training}},
+  };
+  for (const auto& rows : bad) {
+    auto out = decoder.Step(rows);
+    EXPECT_EQ(out.status().code(), absl::StatusCode::kInvalidArgument) << out.status();
+  }
+  EXPECT_EQ(a.next_position(), 10);
+  EXPECT_EQ(b.next_position(), 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, BatchDecoderTest,
+                         ::testing::Values(AttentionLayout::kPerRow, AttentionLayout::kPadded),
+                         [](const ::testing::TestParamInfo<AttentionLayout>& info) {
+                           return std::string(info.param == AttentionLayout::kPerRow ? "PerRow"
+                                                                                     : "Padded");
+                         });
+
+}  // namespace
+}  // namespace mnemo::model
