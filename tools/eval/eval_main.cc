@@ -6,16 +6,27 @@
 //              [--exit_thresholds 0.9,0.8,...] [--exit_knn_mem_len N]
 //              [--passkey --passkey_seeds 20 (or 20,20,5: one per distance)
 //              --passkey_distances 8192,32768,131072]
+//              [--datastore DIR --knn_lm_k 16 --knn_lm_nprobe 32 --knn_lm_lambda 0,0.1,...
+//               --knn_lm_temperature 1,10,... --knn_lm_latency_queries 256]
 //
 // Without --data/--data_list it scores the validation files of DIR/split.json (the trainer's).
 // Writes OUT/eval.md, OUT/eval.json, OUT/eval_memory.png and OUT/eval_exit.png; progress on
-// stderr. All logic lives in engine/eval (library mnemo_eval); this file is flags and wiring.
+// stderr. With --datastore it also runs the kNN-LM sweep (issue 4): one full-memory forward
+// pass and one datastore search per file, every (λ, T) pair scored on the same hits, λ and T
+// chosen on the validation half of the files and reported on the test half; it writes
+// OUT/knn_lm_eval.md and OUT/knn_lm_eval.json (eval.md/json only when a memory, exit or
+// passkey pass ran, so `--modes ''` runs the sweep alone without touching eval.md).
+// All logic lives in engine/eval (libraries mnemo_eval, mnemo_eval_knn_lm); this file is flags
+// and wiring.
 #include <ATen/Parallel.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
+#include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -30,7 +41,12 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "engine/eval/corpus.h"
+#include "engine/datastore/datastore.h"
+#include "engine/datastore/model_id.h"
 #include "engine/eval/evaluator.h"
+#include "engine/eval/knn_lm_report.h"
+#include "engine/eval/knn_lm_scorer.h"
+#include "engine/eval/knn_lm_sweep.h"
 #include "engine/eval/plot.h"
 #include "engine/eval/progress.h"
 #include "engine/eval/report.h"
@@ -59,6 +75,16 @@ ABSL_FLAG(bool, passkey, false, "run the passkey retrieval test");
 ABSL_FLAG(std::string, passkey_seeds, "20",
           "passkey trials per distance and setting: one count, or one per distance");
 ABSL_FLAG(std::string, passkey_distances, "8192,32768,131072", "passkey filler bytes");
+ABSL_FLAG(std::string, datastore, "",
+          "kNN-LM datastore directory (mnemo-index): run the (lambda, T) sweep on it");
+ABSL_FLAG(int, knn_lm_k, 16, "kNN-LM neighbours per byte");
+ABSL_FLAG(int, knn_lm_nprobe, 32, "IVF lists visited per kNN-LM search (IVF-PQ datastores)");
+ABSL_FLAG(std::string, knn_lm_lambda, "0,0.05,0.1,0.15,0.2,0.25,0.3,0.4,0.5",
+          "kNN-LM interpolation weights to sweep (0 = the model alone)");
+ABSL_FLAG(std::string, knn_lm_temperature, "1,3,10,30,100",
+          "kNN-LM temperatures to sweep, in squared-L2 units of the keys");
+ABSL_FLAG(int, knn_lm_latency_queries, 256,
+          "time this many single-query datastore searches on real keys (0 = skip)");
 ABSL_FLAG(bool, plot, true, "draw PNG plots with gnuplot");
 ABSL_FLAG(std::string, plot_script, "", "gnuplot script (default: the source tree's "
                                         "scripts/plot_eval.gp)");
@@ -143,7 +169,10 @@ int Run(int argc, char** argv) {
       return Fail(absl::StrCat("unknown --modes entry '", p, "'"));
     }
   }
-  if (absl::GetFlag(FLAGS_threads) > 0) at::set_num_threads(absl::GetFlag(FLAGS_threads));
+  if (absl::GetFlag(FLAGS_threads) > 0) {
+    at::set_num_threads(absl::GetFlag(FLAGS_threads));
+    omp_set_num_threads(absl::GetFlag(FLAGS_threads));  // FAISS (datastore search)
+  }
 
   ev::EvalReport report;
   report.command = absl::StrJoin(argv, argv + argc, " ");
@@ -220,17 +249,43 @@ int Run(int argc, char** argv) {
       passkey_bytes += (distances[i] + 128) * seeds[i] * settings;
     }
   }
+  // kNN-LM sweep: the datastore is opened against this model's id (a datastore built from
+  // other weights is refused).
+  std::unique_ptr<mnemo::datastore::Datastore> store;
+  ev::KnnLmScoreOptions knn_lm_options;
+  int64_t knn_lm_bytes = 0;
+  if (const std::string dir = absl::GetFlag(FLAGS_datastore); !dir.empty()) {
+    auto id = mnemo::datastore::ComputeModelId(model_dir);
+    if (!id.ok()) return Fail(std::string(id.status().message()));
+    auto opened = mnemo::datastore::Datastore::Open(dir, *id);
+    if (!opened.ok()) return Fail(std::string(opened.status().message()));
+    store = std::move(*opened);
+    knn_lm_options.memory = {};  // full memory, as the server's sessions and mnemo-index use
+    knn_lm_options.search.k = absl::GetFlag(FLAGS_knn_lm_k);
+    knn_lm_options.search.nprobe = absl::GetFlag(FLAGS_knn_lm_nprobe);
+    knn_lm_options.score.chunk = report.chunk;
+    if (!ParseList(absl::GetFlag(FLAGS_knn_lm_lambda), knn_lm_options.grid.lambdas) ||
+        !ParseList(absl::GetFlag(FLAGS_knn_lm_temperature), knn_lm_options.grid.temperatures) ||
+        knn_lm_options.grid.size() == 0) {
+      return Fail("bad --knn_lm_lambda or --knn_lm_temperature");
+    }
+    knn_lm_bytes = corpus_bytes + std::max(0, absl::GetFlag(FLAGS_knn_lm_latency_queries));
+  }
   const int64_t total = corpus_bytes * static_cast<int64_t>(to_run.size() + thresholds.size()) +
-                        passkey_bytes;
+                        passkey_bytes + knn_lm_bytes;
   std::fprintf(stderr,
                "mnemo-eval: %s (%d layers, %lld parameters), %zu files / %lld bytes from %s; "
-               "%zu memory passes, %zu exit passes%s; %d threads\n",
+               "%zu memory passes, %zu exit passes%s%s; %d threads\n",
                model_dir.c_str(), report.config.n_layers,
                static_cast<long long>(report.parameters), documents->size(),
                static_cast<long long>(corpus_bytes), report.data_source.c_str(), to_run.size(),
-               thresholds.size(), passkey ? ", passkey" : "", report.threads);
+               thresholds.size(), passkey ? ", passkey" : "",
+               store ? absl::StrCat(", kNN-LM sweep on ", store->entries(), " entries").c_str()
+                     : "",
+               report.threads);
 
   ev::ProgressMeter progress(total, stderr);
+  knn_lm_options.score.on_progress = [&progress](int64_t bytes) { progress.Advance(bytes); };
   ev::Evaluator evaluator(**model, *documents, report.chunk, &progress);
   const std::string out_dir = absl::GetFlag(FLAGS_out);
   for (const ev::MemoryMode& m : modes) {
@@ -291,9 +346,63 @@ int Run(int argc, char** argv) {
       }
     }
   }
+  std::optional<ev::KnnLmReport> knn_lm_report;
+  if (store != nullptr) {
+    knn_lm_report.emplace();
+    ev::KnnLmReport& kr = *knn_lm_report;
+    kr.command = report.command;
+    kr.started_utc = NowUtc();
+    kr.threads = report.threads;
+    kr.chunk = report.chunk;
+    kr.model_dir = model_dir;
+    kr.memory = MemoryOptionsText(c, c.knn_mem_len);
+    kr.datastore_dir = absl::GetFlag(FLAGS_datastore);
+    kr.manifest = store->manifest();
+    kr.k = knn_lm_options.search.k;
+    kr.nprobe = knn_lm_options.search.nprobe;
+    kr.data_source = report.data_source;
+    kr.files = report.files;
+    const double sweep_start = progress.ElapsedSeconds();
+    std::vector<ev::KnnLmTotals> per_file;
+    for (size_t i = 0; i < documents->size(); ++i) {
+      progress.SetStage(absl::StrFormat("kNN-LM | file %d/%d", i + 1, documents->size()));
+      auto totals = ev::ScoreWithKnnLm(**model, *store, (*documents)[i].bytes, knn_lm_options);
+      if (!totals.ok()) {
+        return Fail(absl::StrCat("kNN-LM on ", (*documents)[i].path, ": ",
+                                 totals.status().message()));
+      }
+      per_file.push_back(std::move(*totals));
+    }
+    kr.sweep = ev::SummarizeSweep(knn_lm_options.grid, std::move(per_file));
+    const int latency_queries = absl::GetFlag(FLAGS_knn_lm_latency_queries);
+    if (latency_queries > 0) {
+      progress.SetStage("kNN-LM search latency");
+      auto latency = ev::MeasureSearchLatency(**model, *store, (*documents)[0].bytes,
+                                              latency_queries, knn_lm_options);
+      if (!latency.ok()) return Fail(std::string(latency.status().message()));
+      kr.latency = *latency;
+      progress.Advance(latency->queries);
+    }
+    kr.seconds = progress.ElapsedSeconds() - sweep_start;
+    const ev::KnnLmSweep& sw = kr.sweep;
+    progress.Log(absl::StrFormat(
+        "  kNN-LM lambda %g T %g: validation %.4f -> %.4f bpb, test %.4f -> %.4f bpb (%+.2f%%)",
+        sw.grid.lambda(sw.chosen), sw.grid.temperature(sw.chosen), sw.validation.lm.Bpb(),
+        sw.validation.Bpb(sw.chosen), sw.test.lm.Bpb(), sw.test.Bpb(sw.chosen),
+        sw.test.lm.Bpb() > 0 ? 100.0 * (sw.test.Bpb(sw.chosen) / sw.test.lm.Bpb() - 1.0) : 0.0));
+  }
   progress.Finish();
   report.seconds = progress.ElapsedSeconds();
 
+  if (knn_lm_report) {
+    if (absl::Status s = ev::WriteKnnLmReportFiles(*knn_lm_report, out_dir); !s.ok()) {
+      return Fail(std::string(s.message()));
+    }
+    std::fputs(ev::RenderKnnLmMarkdown(*knn_lm_report).c_str(), stdout);
+    std::fprintf(stderr, "mnemo-eval: wrote %s/knn_lm_eval.md and knn_lm_eval.json\n",
+                 out_dir.c_str());
+    if (to_run.empty() && thresholds.empty() && !passkey) return 0;  // the sweep alone
+  }
   if (absl::Status s = ev::WriteReportFiles(report, out_dir); !s.ok()) {
     return Fail(std::string(s.message()));
   }
