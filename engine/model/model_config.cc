@@ -1,6 +1,10 @@
 #include "engine/model/model_config.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
 #include <nlohmann/json.hpp>
 
 #include "absl/status/status.h"
@@ -29,6 +33,17 @@ absl::Status Check(bool ok, const std::string& message) {
   return ok ? absl::OkStatus() : absl::InvalidArgumentError("config.json: " + message);
 }
 
+// The shortest decimal that reads back as the same float, as a double (0.9f is written 0.9,
+// not 0.89999997615814209).
+double ShortestDecimal(float value) {
+  char text[32];
+  for (int digits = 6; digits <= 9; ++digits) {
+    std::snprintf(text, sizeof(text), "%.*g", digits, static_cast<double>(value));
+    if (std::strtof(text, nullptr) == value) break;
+  }
+  return std::strtod(text, nullptr);
+}
+
 }  // namespace
 
 absl::Status ValidateModelConfig(const ModelConfig& c) {
@@ -53,6 +68,10 @@ absl::Status ValidateModelConfig(const ModelConfig& c) {
     return s;
   if (auto s = Check(c.knn_topk > 0, "knn_topk must be > 0"); !s.ok()) return s;
   if (auto s = Check(c.knn_mem_len >= 0, "knn_mem_len must be >= 0"); !s.ok()) return s;
+  if (auto s = Check(c.exit_threshold >= 0.0f && std::isfinite(c.exit_threshold),
+                     "exit_threshold must be finite and >= 0 (1.0 = never exit)");
+      !s.ok())
+    return s;
   return absl::OkStatus();
 }
 
@@ -117,7 +136,7 @@ absl::StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text) {
         Read(j, "cmem_rate", c.cmem_rate), Read(j, "compression", compression),
         Read(j, "clamp_len", c.clamp_len), Read(j, "knn_layer", c.knn_layer),
         Read(j, "knn_topk", c.knn_topk), Read(j, "knn_mem_len", c.knn_mem_len),
-        Read(j, "exit_heads", c.exit_heads)}) {
+        Read(j, "exit_heads", c.exit_heads), Read(j, "exit_threshold", c.exit_threshold)}) {
     if (!s.ok()) return s;
   }
   if (c.n_heads > 0 && c.d_head == 0) c.d_head = c.d_model / c.n_heads;
@@ -149,7 +168,8 @@ std::string ModelConfigToJson(const ModelConfig& c) {
             {"knn_layer", c.knn_layer},
             {"knn_topk", c.knn_topk},
             {"knn_mem_len", c.knn_mem_len},
-            {"exit_heads", c.exit_heads}};
+            {"exit_heads", c.exit_heads},
+            {"exit_threshold", ShortestDecimal(c.exit_threshold)}};
   return j.dump(2) + "\n";
 }
 

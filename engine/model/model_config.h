@@ -44,6 +44,10 @@ struct ModelConfig {
 
   // CALM: trained with the shared exit head at every layer (any layer can emit anyway).
   bool exit_heads = false;
+  // Calibrated CALM exit threshold λ (mnemo-calibrate, engine/calm): a token may leave once
+  // the shared head's softmax response reaches the schedule's λ_t. 1.0 (or more) means
+  // uncalibrated: never exit early. Configs written before the field existed read as 1.0.
+  float exit_threshold = 1.0f;
 
   bool knn_enabled() const { return knn_layer >= 0 && knn_mem_len > 0; }
 

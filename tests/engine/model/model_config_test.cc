@@ -25,6 +25,26 @@ TEST(ModelConfigTest, RoundTripsThroughJson) {
   EXPECT_EQ(parsed->ParameterCount(), c.ParameterCount());
 }
 
+TEST(ModelConfigTest, ExitThresholdRoundTripsAndDefaultsToNeverExit) {
+  ModelConfig c;
+  EXPECT_FLOAT_EQ(c.exit_threshold, 1.0f);
+  c.exit_threshold = 0.85f;
+  const std::string json = ModelConfigToJson(c);
+  EXPECT_NE(json.find("\"exit_threshold\": 0.85,\n"), std::string::npos) << json;
+  absl::StatusOr<ModelConfig> parsed = ParseModelConfig(json);
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_FLOAT_EQ(parsed->exit_threshold, 0.85f);
+  // A config written before the field existed loads as uncalibrated.
+  absl::StatusOr<ModelConfig> old = ParseModelConfig(R"({"d_model": 64, "n_heads": 4})");
+  ASSERT_TRUE(old.ok()) << old.status();
+  EXPECT_FLOAT_EQ(old->exit_threshold, 1.0f);
+  for (const char* bad : {R"({"exit_threshold": -0.1})", R"({"exit_threshold": "high"})"}) {
+    absl::StatusOr<ModelConfig> rejected = ParseModelConfig(bad);
+    ASSERT_FALSE(rejected.ok()) << bad;
+    EXPECT_NE(rejected.status().message().find("exit_threshold"), std::string::npos);
+  }
+}
+
 TEST(ModelConfigTest, DerivesHeadAndFeedForwardWidths) {
   absl::StatusOr<ModelConfig> c = ParseModelConfig(R"({"d_model": 64, "n_heads": 4})");
   ASSERT_TRUE(c.ok()) << c.status();
