@@ -1,0 +1,53 @@
+#include "engine/calm/config_update.h"
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "engine/model/model_config.h"
+#include "nlohmann/json.hpp"
+
+namespace mnemo::calm {
+namespace {
+
+namespace fs = std::filesystem;
+
+}  // namespace
+
+absl::Status WriteExitThreshold(const std::string& model_dir, float threshold) {
+  const std::string path = (fs::path(model_dir) / "config.json").string();
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot open ", path));
+  std::ostringstream buffer;
+  buffer << in.rdbuf();
+  nlohmann::json json = nlohmann::json::parse(buffer.str(), nullptr, /*allow_exceptions=*/false);
+  if (json.is_discarded() || !json.is_object()) {
+    return absl::InvalidArgumentError(absl::StrCat(path, " is not a JSON object"));
+  }
+  json["exit_threshold"] = std::stod(absl::StrFormat("%.6g", threshold));
+  const std::string text = json.dump(2) + "\n";
+  absl::StatusOr<model::ModelConfig> parsed = model::ParseModelConfig(text);
+  if (!parsed.ok()) {
+    return absl::Status(parsed.status().code(),
+                        absl::StrCat("refusing to write ", path, ": ", parsed.status().message()));
+  }
+  const std::string temporary = path + ".calibrate.tmp";
+  {
+    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
+    out << text;
+    out.close();
+    if (!out) return absl::DataLossError(absl::StrCat("cannot write ", temporary));
+  }
+  std::error_code error;
+  fs::rename(temporary, path, error);
+  if (error) {
+    std::remove(temporary.c_str());
+    return absl::InternalError(absl::StrCat("cannot replace ", path, ": ", error.message()));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace mnemo::calm
