@@ -55,7 +55,8 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& confi
   if (config.threads < 0) {
     return absl::InvalidArgumentError(absl::StrCat("threads must be >= 0, got ", config.threads));
   }
-  if (config.max_sessions <= 0 || config.max_waiting <= 0 || config.max_new_tokens_cap <= 0 ||
+  if (config.max_sessions <= 0 || config.max_waiting <= 0 || config.max_running <= 0 ||
+      config.max_prefill_tokens < 0 || config.max_new_tokens_cap <= 0 ||
       config.default_max_new_tokens <= 0 ||
       config.default_max_new_tokens > config.max_new_tokens_cap || config.max_top_logprobs < 0) {
     return absl::InvalidArgumentError(
@@ -94,6 +95,10 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& confi
   sc.limits.max_new_tokens_cap = config.max_new_tokens_cap;
   sc.limits.max_top_logprobs = config.max_top_logprobs;
   sc.max_waiting = config.max_waiting;
+  sc.max_running = config.max_running;
+  sc.batch_decode = config.batch_decode;
+  sc.max_prefill_tokens = config.max_prefill_tokens;
+  sc.decode_batch_observer = config.decode_batch_observer;
   sc.sessions.max_sessions = config.max_sessions;
   sc.sessions.ttl = config.session_ttl;
   sc.sessions.max_memory_bytes = config.max_memory_bytes;

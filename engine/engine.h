@@ -42,6 +42,12 @@ struct EngineConfig {
   int max_new_tokens_cap = 4096;        // above it a request is INVALID_ARGUMENT
   int max_top_logprobs = 20;
   int max_waiting = 1024;               // queued requests; beyond it RESOURCE_EXHAUSTED
+  int max_running = 64;                 // requests advanced together; more wait (max_waiting)
+  bool batch_decode = true;             // one batched decode step per iteration (see Scheduler)
+  int max_prefill_tokens = 512;         // prefill tokens per iteration beyond the first chunk
+  // Called (on the loop thread, must not block) with the row count of every batched decode
+  // step; may be empty.
+  std::function<void(int)> decode_batch_observer;
   // Per-session kNN memory, entries per head: the size of sessions that ask for 0 (and of
   // one-shot requests), the largest a CreateSession may ask for, and the size up to which
   // search is exact (FAISS IVF beyond it).

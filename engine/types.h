@@ -30,6 +30,13 @@ struct KnnLmOptions {
   std::optional<float> temperature;   // > 0, in squared-L2 units of the keys
 };
 
+// CALM early exit (DESIGN.md §5): each generated token leaves the network at the first layer
+// whose confidence reaches λ_t, the request's threshold relaxed along the output.
+struct EarlyExitOptions {
+  bool enabled = false;
+  std::optional<float> threshold;  // in (0, 1]; unset = the model's calibrated exit_threshold
+};
+
 struct GenerateOptions {
   std::string session_id;  // empty = one-shot
   std::string prompt;      // UTF-8; may be empty only with a session
@@ -39,6 +46,7 @@ struct GenerateOptions {
   int top_logprobs = 0;           // alternatives per token, 0..EngineConfig::max_top_logprobs
   bool stop_at_eos = true;
   std::optional<KnnLmOptions> knn_lm;
+  EarlyExitOptions early_exit;
 };
 
 struct TokenAlternative {

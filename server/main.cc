@@ -32,7 +32,16 @@ ABSL_FLAG(int64_t, max_memory_bytes, int64_t{8} << 30,
           "Bytes of all sessions' memory; least recently used sessions go beyond it.");
 ABSL_FLAG(int, max_new_tokens, 4096, "Cap on a request's max_new_tokens (INVALID_ARGUMENT above).");
 ABSL_FLAG(int, default_max_new_tokens, 256, "max_new_tokens for requests that leave it 0.");
-ABSL_FLAG(int, max_waiting, 1024, "Queued requests; beyond it RESOURCE_EXHAUSTED.");
+ABSL_FLAG(int, max_waiting, 1024,
+          "Requests waiting for a running slot or their session; beyond it RESOURCE_EXHAUSTED.");
+ABSL_FLAG(int, max_running, 64,
+          "Requests advanced together (one batched decode step per iteration); more wait.");
+ABSL_FLAG(bool, batch_decode, true,
+          "Continuous batching: decode every running stream's next token in one batched step "
+          "(false: one stream at a time, for comparison).");
+ABSL_FLAG(int, max_prefill_tokens, 512,
+          "Prompt/Score tokens processed per iteration beyond the first segment, so decoding "
+          "streams are not stalled behind many new prompts.");
 ABSL_FLAG(int64_t, knn_capacity, 65536,
           "kNN memory entries (per head) of a session that does not choose, and of one-shot "
           "requests.");
@@ -104,6 +113,9 @@ mnemo::engine::EngineConfig EngineConfigFromFlags(const std::vector<std::string>
   config.max_new_tokens_cap = absl::GetFlag(FLAGS_max_new_tokens);
   config.default_max_new_tokens = absl::GetFlag(FLAGS_default_max_new_tokens);
   config.max_waiting = absl::GetFlag(FLAGS_max_waiting);
+  config.max_running = absl::GetFlag(FLAGS_max_running);
+  config.batch_decode = absl::GetFlag(FLAGS_batch_decode);
+  config.max_prefill_tokens = absl::GetFlag(FLAGS_max_prefill_tokens);
   return config;
 }
 

@@ -97,6 +97,9 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
       "Wall time of one kNN-LM datastore search (all of a step's queries, exact re-scoring "
       "included).",
       {0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1});
+  decode_batch_size_ = AddHistogram(r, "mnemo_decode_batch_size",
+                                    "Streams decoded together in one batched decode step.",
+                                    {1, 2, 4, 8, 16, 32, 64, 128, 256});
   datastore_entries_ = &prometheus::BuildGauge()
                             .Name("mnemo_datastore_entries")
                             .Help("Entries of each loaded kNN-LM datastore; datastore=\"session\" "
@@ -169,6 +172,8 @@ void Metrics::ObserveTokens(int count, absl::Duration gap) {
 }
 
 void Metrics::ObserveExitLayer(int layer) { exit_layer_->Observe(layer); }
+
+void Metrics::ObserveDecodeBatch(int rows) { decode_batch_size_->Observe(rows); }
 
 void Metrics::ObserveKnnSearch(absl::Duration latency) {
   knn_search_->Observe(absl::ToDoubleSeconds(latency));

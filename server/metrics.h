@@ -62,6 +62,8 @@ class Metrics {
   // `count` tokens arrived together `gap` after the previous ones (or the first token).
   void ObserveTokens(int count, absl::Duration gap);
   void ObserveExitLayer(int layer);
+  // One batched decode step of `rows` streams (engine loop thread).
+  void ObserveDecodeBatch(int rows);
   // One kNN-LM datastore search (engine loop thread).
   void ObserveKnnSearch(absl::Duration latency);
   // The shared datastores' sizes (they never change once loaded).
@@ -90,6 +92,7 @@ class Metrics {
   prometheus::Gauge* sessions_ = nullptr;
   prometheus::Gauge* session_memory_bytes_ = nullptr;
   prometheus::Histogram* knn_search_ = nullptr;
+  prometheus::Histogram* decode_batch_size_ = nullptr;
   prometheus::Family<prometheus::Gauge>* datastore_entries_ = nullptr;
   prometheus::Family<prometheus::Gauge>* datastore_bytes_ = nullptr;
   prometheus::Gauge* session_datastore_entries_ = nullptr;  // datastore="session"

@@ -55,6 +55,7 @@ absl::Status MnemoServer::LoadEngine(const engine::EngineConfig& config) {
   observed.knn_search_observer = [metrics](absl::Duration latency) {
     metrics->ObserveKnnSearch(latency);
   };
+  observed.decode_batch_observer = [metrics](int rows) { metrics->ObserveDecodeBatch(rows); };
   absl::StatusOr<std::unique_ptr<engine::Engine>> engine = engine::Engine::Create(observed);
   if (!engine.ok()) return engine.status();
   ServeEngine(*std::move(engine));

@@ -93,6 +93,10 @@ absl::StatusOr<engine::GenerateOptions> ToGenerateOptions(const v1::GenerateRequ
   options.stop.assign(request.stop().begin(), request.stop().end());
   options.top_logprobs = request.logprobs();
   options.stop_at_eos = request.has_stop_at_eos() ? request.stop_at_eos() : true;
+  options.early_exit.enabled = request.early_exit().enabled();
+  if (request.early_exit().has_threshold()) {
+    options.early_exit.threshold = request.early_exit().threshold();
+  }
   return options;
 }
 

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "engine/calm/threshold_schedule.h"
 
 namespace mnemo::scheduler {
 
@@ -11,7 +12,8 @@ using engine::FinishReason;
 GenerateTask::GenerateTask(uint64_t id, engine::GenerateOptions options,
                            std::optional<KnnLmPlan> knn_lm,
                            std::shared_ptr<engine::GenerateStream> stream,
-                           absl::Time submit_time, uint64_t seed, session::Session* session)
+                           absl::Time submit_time, uint64_t seed, float model_exit_threshold,
+                           session::Session* session)
     : Task(id, session),
       options_(std::move(options)),
       knn_lm_(std::move(knn_lm)),
@@ -29,9 +31,14 @@ GenerateTask::GenerateTask(uint64_t id, engine::GenerateOptions options,
   // A request that does not stop at EOS must not see it either: an EOS in the middle of the
   // text would be a token with no bytes that the model was never trained to continue from.
   if (!options_.stop_at_eos) forbidden_.push_back(tokenizer::ByteTokenizer::kEosId);
+  if (options_.early_exit.enabled) {
+    const float threshold = options_.early_exit.threshold.value_or(model_exit_threshold);
+    if (calm::ExitEnabled(threshold)) exit_threshold_ = threshold;
+  }
 }
 
 bool GenerateTask::Step(StepContext& ctx) {
+  if (finished_) return true;  // a batched feed failed after the last Step
   if (stream_->cancelled()) {
     Finish(FinishReason::kCancelled, absl::OkStatus(), ctx.now);
     return true;
@@ -61,7 +68,9 @@ bool GenerateTask::Step(StepContext& ctx) {
 
 bool GenerateTask::DecodeOne(StepContext& ctx) {
   torch::Tensor distribution = state().last_logprobs;  // [vocab]
-  if (knn_lm_) {
+  // Without a key (the session's last token exited early, and its request ended without a
+  // full-depth feed) this one token is sampled from the model alone.
+  if (knn_lm_ && state().last_knn_lm_key.defined()) {
     absl::StatusOr<torch::Tensor> mixed =
         ApplyKnnLm(*knn_lm_, session(), state().last_knn_lm_key.unsqueeze(0),
                    distribution.unsqueeze(0), ctx.knn_search_observer);
@@ -88,7 +97,8 @@ bool GenerateTask::DecodeOne(StepContext& ctx) {
   token.id = sample.id;
   token.bytes = tokenizer_.TokenBytes(sample.id);
   token.logprob = sample.logprob;
-  token.exit_layer = ctx.model.config().n_layers;
+  token.exit_layer =
+      state().last_exit_layer > 0 ? state().last_exit_layer : ctx.model.config().n_layers;
   for (const sampling::Alternative& alt : sample.top) {
     tokenizer::Utf8StreamDecoder preview = decoder_;  // what `alt` would have completed
     token.top_logprobs.push_back({alt.id, preview.Feed(tokenizer_.TokenBytes(alt.id)),
@@ -105,17 +115,51 @@ bool GenerateTask::DecodeOne(StepContext& ctx) {
 
   // Feed the token so the next step (or the session's next request) continues after it. A
   // finished one-shot request has no use for it.
-  if (!last || session() != nullptr) {
-    const int id[] = {sample.id};
-    absl::StatusOr<torch::Tensor> out = FeedText(ctx.model, state(), id, model::Outputs::kLast);
-    if (!out.ok()) {
-      Finish(FinishReason::kError, out.status(), ctx.now);
-      return true;
-    }
+  const FinishReason reason = stopped ? FinishReason::kStop : FinishReason::kLength;
+  if (last && session() == nullptr) {
+    Finish(reason, absl::OkStatus(), ctx.now);
+    return true;
   }
-  if (last) {
-    Finish(stopped ? FinishReason::kStop : FinishReason::kLength, absl::OkStatus(), ctx.now);
+  // Full depth unless early exit is on, and always for a session's last token, so that the
+  // next request starts from a full-depth distribution and kNN-LM key.
+  const bool exit_allowed = exit_threshold_.has_value() && !last;
+  // λ_t for the token this feed's output will choose (0-based index in the output).
+  const float threshold =
+      exit_allowed ? calm::ScheduledThreshold(*exit_threshold_,
+                                              static_cast<int64_t>(generated_.size()),
+                                              options_.max_new_tokens)
+                   : 2.0f;
+  if (ctx.decode_batch != nullptr) {
+    model::DecodeRow row;
+    row.token = sample.id;
+    row.memory = &state().memory;
+    row.exit_threshold = threshold;
+    row.knn_lm_key = !exit_allowed;
+    // Runs later in this iteration, before the scheduler releases a finished task's session.
+    ctx.decode_batch->Add(row, [this, last, reason, now = ctx.now](
+                                   absl::StatusOr<DecodeBatch::Output> out) {
+      if (!out.ok()) {
+        Finish(FinishReason::kError, out.status(), now);
+        return;
+      }
+      session::SequenceState& s = state();
+      s.last_logprobs = out->logprobs;
+      s.last_exit_layer = out->exit_layer;
+      s.last_knn_lm_key = out->knn_lm_key;
+      s.tokens_seen += 1;
+      if (last) Finish(reason, absl::OkStatus(), now);
+    });
+    return last;  // a failed feed finishes the task; Step then reports it (finished_)
   }
+  const int id[] = {sample.id};
+  const absl::Status fed = exit_allowed
+                               ? FeedTokenWithExit(ctx.model, state(), sample.id, threshold)
+                               : FeedText(ctx.model, state(), id, model::Outputs::kLast).status();
+  if (!fed.ok()) {
+    Finish(FinishReason::kError, fed, ctx.now);
+    return true;
+  }
+  if (last) Finish(reason, absl::OkStatus(), ctx.now);
   return last;
 }
 
@@ -126,6 +170,8 @@ void GenerateTask::Abort(const absl::Status& status, absl::Time now) {
 }
 
 void GenerateTask::Finish(FinishReason reason, absl::Status status, absl::Time now) {
+  if (finished_) return;
+  finished_ = true;
   engine::GenerateFinal final;
   final.reason = reason;
   final.status = std::move(status);

@@ -48,7 +48,11 @@ absl::Status RequestQueue::Push(std::unique_ptr<Request>& request) {
       if (queued_work_ + parked_ >= max_waiting_) {
         return absl::ResourceExhaustedError(absl::StrCat(
             "too many requests waiting: ", queued_work_ + parked_,
-            " already queued (max_waiting ", max_waiting_, "); retry later"));
+            " already queued (max_waiting ", max_waiting_, ")",
+            max_running_ > 0 ? absl::StrCat(" behind the running ones (max_running ",
+                                            max_running_, ")")
+                             : "",
+            "; retry later or raise --max_waiting"));
       }
       ++queued_work_;
     }

@@ -21,7 +21,9 @@ namespace mnemo::scheduler {
 
 class RequestQueue {
  public:
-  explicit RequestQueue(int max_waiting) : max_waiting_(max_waiting) {}
+  // `max_running` only appears in the RESOURCE_EXHAUSTED message (0 = not mentioned).
+  explicit RequestQueue(int max_waiting, int max_running = 0)
+      : max_waiting_(max_waiting), max_running_(max_running) {}
 
   // Takes ownership of `*request` on OK; leaves it with the caller on error (UNAVAILABLE after
   // Close, RESOURCE_EXHAUSTED when full).
@@ -39,6 +41,7 @@ class RequestQueue {
 
  private:
   const int max_waiting_;
+  const int max_running_;
   mutable absl::Mutex mu_;
   std::deque<std::unique_ptr<Request>> queue_ ABSL_GUARDED_BY(mu_);
   int queued_work_ ABSL_GUARDED_BY(mu_) = 0;

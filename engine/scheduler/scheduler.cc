@@ -24,8 +24,9 @@ model::MemoryOptions MakeMemoryOptions(const KnnLimits& knn, const model::ModelC
 
 Scheduler::Scheduler(SchedulerConfig config, std::unique_ptr<model::Model> model)
     : config_(std::move(config)),
-      inbox_(config_.max_waiting),
+      inbox_(config_.max_waiting, config_.max_running),
       model_(std::move(model)),
+      decoder_(*model_),
       memory_options_(MakeMemoryOptions(config_.knn, model_->config())),
       sessions_(config_.sessions,
                 [this](int64_t knn_capacity) {
@@ -229,7 +230,8 @@ void Scheduler::Admit(std::unique_ptr<Request> request, absl::Time now) {
     const uint64_t seed = request->generate.sampling.seed.value_or(seed_rng_());
     task = std::make_unique<GenerateTask>(id, std::move(request->generate),
                                           std::move(request->knn_lm), std::move(request->stream),
-                                          request->submit_time, seed, session);
+                                          request->submit_time, seed,
+                                          model_->config().exit_threshold, session);
   } else if (request->kind == Request::Kind::kScore) {
     task = std::make_unique<ScoreTask>(id, std::move(request->score), std::move(request->knn_lm),
                                        std::move(request->score_done), session);
@@ -305,22 +307,44 @@ void Scheduler::StartReady() {
 }
 
 void Scheduler::RunIteration() {
-  for (auto it = running_.begin(); it != running_.end();) {
+  DecodeBatch batch;
+  StepContext ctx{*model_, config_.clock(), memory_options_, config_.knn_search_observer,
+                  config_.batch_decode ? &batch : nullptr};
+  const int seg_len = model_->config().seg_len;
+  int64_t prefill_left = config_.max_prefill_tokens;
+  bool prefilled = false;
+  std::vector<std::list<std::unique_ptr<Task>>::iterator> done, deferred;
+  for (auto it = running_.begin(); it != running_.end(); ++it) {
     Task& task = **it;
-    StepContext ctx{*model_, config_.clock(), memory_options_, config_.knn_search_observer};
-    bool done = false;
+    if (task.WantsPrefill() && !task.cancelled()) {
+      // The first prefill always runs, so prefills progress even with a zero budget.
+      if (prefilled && prefill_left <= 0) {
+        deferred.push_back(it);
+        continue;
+      }
+      prefilled = true;
+      prefill_left -= seg_len;
+    }
+    ctx.now = config_.clock();
+    bool finished = false;
     try {
-      done = task.Step(ctx);
+      finished = task.Step(ctx);
     } catch (const std::exception& e) {  // a LibTorch error outside the model boundary
       task.Abort(absl::InternalError(absl::StrCat("request failed: ", e.what())), ctx.now);
-      done = true;
+      finished = true;
     }
-    if (done) {
-      Release(task);
-      it = running_.erase(it);
-    } else {
-      ++it;
-    }
+    if (finished) done.push_back(it);
+  }
+  // The feeds tasks handed over, in one step; completions may finish tasks (before release).
+  const int rows = batch.Run(decoder_);
+  if (rows > 0 && config_.decode_batch_observer) config_.decode_batch_observer(rows);
+  for (auto it : done) {
+    Release(**it);
+    running_.erase(it);
+  }
+  // Prefills that did not fit go first next time (in their order), so none waits forever.
+  for (auto it = deferred.rbegin(); it != deferred.rend(); ++it) {
+    running_.splice(running_.begin(), running_, *it);
   }
 }
 

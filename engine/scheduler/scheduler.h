@@ -25,6 +25,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "engine/datastore/datastore_catalog.h"
+#include "engine/model/batch_decoder.h"
 #include "engine/model/model.h"
 #include "engine/scheduler/request_queue.h"
 #include "engine/scheduler/task.h"
@@ -51,6 +52,15 @@ struct SchedulerConfig {
   KnnSearchObserver knn_search_observer;  // called on the loop thread; may be empty
   int max_waiting = 1024;  // queued + parked model-work requests
   int max_running = 64;    // tasks stepped per iteration; more wait their turn
+  // Continuous batching: the decode tokens of every running Generate go through one
+  // model::BatchDecoder step per iteration (false: each is fed alone, for comparison).
+  bool batch_decode = true;
+  // Prefill tokens (prompt / Score / datastore chunks of <= seg_len) per iteration beyond the
+  // first chunk; the rest wait for the next iteration, first in line, so decoding streams are
+  // never stalled behind many new prompts at once.
+  int max_prefill_tokens = 512;
+  // Called after every batched decode step with its row count (metrics); may be empty.
+  std::function<void(int rows)> decode_batch_observer;
   session::SessionStoreConfig sessions;
   KnnLimits knn;
   absl::Duration sweep_interval = absl::Seconds(1);
@@ -90,7 +100,8 @@ class Scheduler {
   void RunSessionOp(Request& request);
   // Moves parked tasks into the running set while there is room.
   void StartReady();
-  // One unit of work for every running task; finished ones leave and release their session.
+  // One unit of work for every running task (prefills within the budget), then one batched
+  // decode step for the tokens they fed; finished ones leave and release their session.
   void RunIteration();
   // Finishes waiting tasks whose client cancelled, without waiting for their turn.
   void ReapCancelledWaiting(absl::Time now);
@@ -108,6 +119,7 @@ class Scheduler {
 
   // Loop-thread state.
   std::unique_ptr<model::Model> model_;
+  model::BatchDecoder decoder_;  // borrows *model_
   const model::MemoryOptions memory_options_;  // new memories (sessions default to these)
   session::SessionStore sessions_;
   std::list<std::unique_ptr<Task>> running_;

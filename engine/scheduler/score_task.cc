@@ -35,7 +35,10 @@ bool ScoreTask::Step(StepContext& ctx) {
   // Row i of `predictions` is the distribution chunk[i] is scored under: the state's last
   // one for chunk[0], then the model's output after chunk[i - 1].
   torch::Tensor predictions = state().last_logprobs.unsqueeze(0);  // [1, vocab]
-  torch::Tensor keys = state().last_knn_lm_key.unsqueeze(0);       // [1, d_model]
+  const bool keys_from_state = state().last_knn_lm_key.defined();
+  // [1, d_model]; a placeholder row when the state has no key (never searched, see below)
+  torch::Tensor keys = keys_from_state ? state().last_knn_lm_key.unsqueeze(0)
+                                       : torch::zeros({1, ctx.model.config().d_model});
   torch::Tensor out_keys;
   absl::StatusOr<torch::Tensor> out =
       FeedText(ctx.model, state(), chunk, model::Outputs::kAll, &out_keys);
@@ -47,14 +50,18 @@ bool ScoreTask::Step(StepContext& ctx) {
     predictions = torch::cat({predictions, out->narrow(0, 0, n - 1)}, 0);  // [n, vocab]
     keys = torch::cat({keys, out_keys.narrow(0, 0, n - 1)}, 0);            // [n, d_model]
   }
-  if (knn_lm_) {
+  // A session whose last token exited early (CALM) has no key for its last distribution:
+  // that one row keeps the model's distribution (see SequenceState::last_knn_lm_key).
+  const int64_t skip = keys_from_state ? 0 : 1;
+  if (knn_lm_ && n > skip) {
     absl::StatusOr<torch::Tensor> mixed =
-        ApplyKnnLm(*knn_lm_, session(), keys, predictions, ctx.knn_search_observer);
+        ApplyKnnLm(*knn_lm_, session(), keys.narrow(0, skip, n - skip),
+                   predictions.narrow(0, skip, n - skip), ctx.knn_search_observer);
     if (!mixed.ok()) {
       Fail(mixed.status());
       return true;
     }
-    predictions = *mixed;
+    predictions = skip == 0 ? *mixed : torch::cat({predictions.narrow(0, 0, 1), *mixed}, 0);
   }
   predictions = predictions.contiguous();
   const float* rows = predictions.data_ptr<float>();

@@ -21,6 +21,7 @@ absl::Status PrimeIfNeeded(model::Model& model, session::SequenceState& state) {
                          model.Forward(bos, state.memory, model::Outputs::kLast, &key));
   state.last_logprobs = out[0].contiguous();  // [vocab]
   state.last_knn_lm_key = key[0];             // [d_model]
+  state.last_exit_layer = model.config().n_layers;
   return absl::OkStatus();
 }
 
@@ -33,9 +34,24 @@ absl::StatusOr<torch::Tensor> FeedText(model::Model& model, session::SequenceSta
   out = out.contiguous();
   state.last_logprobs = out[out.size(0) - 1];  // [vocab]
   state.last_knn_lm_key = keys[keys.size(0) - 1];  // [d_model]
+  state.last_exit_layer = model.config().n_layers;
   if (knn_lm_keys != nullptr) *knn_lm_keys = keys;
   state.tokens_seen += static_cast<int64_t>(tokens.size());
   return out;
+}
+
+absl::Status FeedTokenWithExit(model::Model& model, session::SequenceState& state, int token,
+                               float threshold) {
+  const int ids[] = {token};
+  MNEMO_ASSIGN_OR_RETURN(model::ExitForward out,
+                         model.ForwardWithExit(ids, state.memory, threshold));
+  state.last_logprobs = out.logprobs[0].contiguous();  // [vocab]
+  state.last_exit_layer = out.exit_layers[0];
+  // An exited token never reaches the last layer, so there is no kNN-LM key for it; the
+  // request's last token is fed at full depth (see GenerateTask), which restores one.
+  state.last_knn_lm_key = torch::Tensor();
+  state.tokens_seen += 1;
+  return absl::OkStatus();
 }
 
 absl::Span<const float> AsSpan(const torch::Tensor& logprobs) {

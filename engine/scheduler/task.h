@@ -1,13 +1,14 @@
-// Task: one admitted Generate or Score request, advanced by the scheduler one unit of model
-// work at a time (a prefill segment of at most seg_len tokens, or one decode token).
+// Task: one admitted Generate, Score or AddToSessionDatastore request, advanced by the
+// scheduler one unit of model work at a time (a prefill segment of at most seg_len tokens, or
+// one decode token).
 //
 // A task owns its output channel (stream or callback) and delivers exactly one final result:
-// from Step() when it returns true, or from Abort(). It borrows the Session it runs on (the
-// SessionStore keeps busy sessions alive) or owns a fresh SequenceState for one-shot requests.
-// Only the scheduler's loop thread touches tasks.
-//
-// The per-task Step() is the seam for continuous batching: a batched step will gather the
-// tokens of several tasks into one Forward and hand each its rows back.
+// from Step() when it returns true, or from Abort(). A decode token's feed may be handed to
+// the iteration's DecodeBatch instead of run at once (continuous batching): the task then
+// finishes from the batch's completion, which the scheduler runs before it releases the
+// task's session. It borrows the Session it runs on (the SessionStore keeps busy sessions
+// alive) or owns a fresh SequenceState for one-shot requests. Only the scheduler's loop thread
+// touches tasks.
 #ifndef MNEMO_ENGINE_SCHEDULER_TASK_H_
 #define MNEMO_ENGINE_SCHEDULER_TASK_H_
 
@@ -19,6 +20,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "engine/model/model.h"
+#include "engine/scheduler/decode_batch.h"
 #include "engine/scheduler/knn_lm_step.h"
 #include "engine/session/session.h"
 
@@ -30,6 +32,9 @@ struct StepContext {
   absl::Time now;
   const model::MemoryOptions& memory;  // for a one-shot request's fresh memory
   const KnnSearchObserver& knn_search_observer;  // kNN-LM datastore searches (may be empty)
+  // Where a decode step's single-token feed goes to be batched with the other tasks' (run by
+  // the scheduler after every task has stepped); nullptr = feed at once.
+  DecodeBatch* decode_batch = nullptr;
 };
 
 class Task {
@@ -42,6 +47,9 @@ class Task {
   // an exception escaping Step). Must be called at most once, and never after Step returned
   // true.
   virtual void Abort(const absl::Status& status, absl::Time now) = 0;
+  // True when the next unit is a prefill (a prompt or text chunk, at most seg_len tokens)
+  // rather than one decode token; the scheduler bounds prefill work per iteration.
+  virtual bool WantsPrefill() const { return true; }
   // True when the client gave up (a cancelled stream): the scheduler finishes the task
   // (through Step) even before it starts running.
   virtual bool cancelled() const { return false; }
@@ -72,6 +80,11 @@ absl::Status PrimeIfNeeded(model::Model& model, session::SequenceState& state);
 absl::StatusOr<torch::Tensor> FeedText(model::Model& model, session::SequenceState& state,
                                        absl::Span<const int> tokens, model::Outputs outputs,
                                        torch::Tensor* knn_lm_keys = nullptr);
+
+// Feeds one generated token through Model::ForwardWithExit (CALM, state propagation): sets
+// last_logprobs from its exit layer, last_exit_layer, and clears last_knn_lm_key.
+absl::Status FeedTokenWithExit(model::Model& model, session::SequenceState& state, int token,
+                               float threshold);
 
 // The log-probs of a [vocab] float32 CPU contiguous tensor as a span (no copy).
 absl::Span<const float> AsSpan(const torch::Tensor& logprobs);

@@ -56,6 +56,17 @@ absl::Status ValidateGenerate(engine::GenerateOptions& options, const RequestLim
     return Invalid("logprobs", absl::StrCat("must be in [0, ", limits.max_top_logprobs,
                                             "], got ", options.top_logprobs));
   }
+  if (options.early_exit.threshold.has_value()) {
+    const float threshold = *options.early_exit.threshold;
+    if (!(threshold > 0 && threshold <= 1)) {
+      return Invalid("early_exit.threshold", absl::StrCat("must be in (0, 1], got ", threshold));
+    }
+  }
+  if (options.early_exit.enabled && options.knn_lm.has_value()) {
+    return Invalid("early_exit",
+                   "cannot be combined with knn_lm: the kNN-LM key is the last layer's state, "
+                   "which a token that exits early never computes");
+  }
   for (size_t i = 0; i < options.stop.size(); ++i) {
     if (options.stop[i].empty()) return Invalid(absl::StrCat("stop[", i, "]"), "is empty");
     if (!tokenizer::IsValidUtf8(options.stop[i])) {

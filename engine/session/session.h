@@ -27,8 +27,13 @@ struct SequenceState {
   // costs no model work).
   torch::Tensor last_logprobs;
   // [d_model] float32 on CPU: the kNN-LM key of the position that produced last_logprobs
-  // (the last layer's post-LayerNorm FFN input). Set whenever last_logprobs is.
+  // (the last layer's post-LayerNorm FFN input). Undefined only when that position exited
+  // early (CALM) and no full-depth feed followed (a generation ended by EOS, a stop string or
+  // cancellation); kNN-LM then leaves that one distribution as the model gave it.
   torch::Tensor last_knn_lm_key;
+  // 1-based layer whose output gave last_logprobs (the model's depth unless the last token fed
+  // exited early).
+  int last_exit_layer = 0;
   // Text tokens fed so far (prompt, scored text with update_memory, generated tokens that were
   // sent to the client); BOS is not counted. This is what usage.session_tokens reports.
   int64_t tokens_seen = 0;
@@ -40,6 +45,7 @@ struct SequenceState {
     copy.memory = memory.Clone();
     copy.last_logprobs = last_logprobs;  // never modified in place, only replaced
     copy.last_knn_lm_key = last_knn_lm_key;
+    copy.last_exit_layer = last_exit_layer;
     copy.tokens_seen = tokens_seen;
     return copy;
   }

@@ -1,0 +1,36 @@
+#include "engine/scheduler/decode_batch.h"
+
+#include <utility>
+
+namespace mnemo::scheduler {
+
+void DecodeBatch::Add(const model::DecodeRow& row, Done done) {
+  rows_.push_back(row);
+  done_.push_back(std::move(done));
+}
+
+int DecodeBatch::Run(model::BatchDecoder& decoder) {
+  if (rows_.empty()) return 0;
+  std::vector<model::DecodeRow> rows = std::move(rows_);
+  std::vector<Done> done = std::move(done_);
+  rows_.clear();
+  done_.clear();
+  absl::StatusOr<model::DecodeBatchResult> result = decoder.Step(rows);
+  for (size_t r = 0; r < rows.size(); ++r) {
+    if (!result.ok()) {
+      done[r](result.status());
+      continue;
+    }
+    Output out;
+    const int64_t row = static_cast<int64_t>(r);
+    out.logprobs = result->logprobs[row].contiguous();
+    out.exit_layer = result->exit_layers[r];
+    if (rows[r].knn_lm_key && result->knn_lm_keys.defined()) {
+      out.knn_lm_key = result->knn_lm_keys[row].contiguous();
+    }
+    done[r](std::move(out));
+  }
+  return static_cast<int>(rows.size());
+}
+
+}  // namespace mnemo::scheduler
