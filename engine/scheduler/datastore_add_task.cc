@@ -46,15 +46,20 @@ bool DatastoreAddTask::Step(StepContext& ctx) {
   if (fed_ < tokens_.size()) return false;
 
   session::Session& s = *session();
-  if (s.datastore == nullptr) {
-    s.datastore = std::make_unique<datastore::SessionDatastore>(
+  // A first addition that fails leaves no (empty) datastore behind.
+  std::unique_ptr<datastore::SessionDatastore> created;
+  datastore::SessionDatastore* store = s.datastore.get();
+  if (store == nullptr) {
+    created = std::make_unique<datastore::SessionDatastore>(
         static_cast<int>(keys_.front().size(1)), max_entries_);
+    store = created.get();
   }
   const std::vector<int32_t> values(tokens_.begin(), tokens_.end());
-  if (absl::Status added = s.datastore->Append(torch::cat(keys_, 0), values); !added.ok()) {
+  if (absl::Status added = store->Append(torch::cat(keys_, 0), values); !added.ok()) {
     Fail(added);
     return true;
   }
+  if (created != nullptr) s.datastore = std::move(created);
   engine::AddToDatastoreResult result;
   result.entries_added = static_cast<int64_t>(values.size());
   result.datastore = SessionDatastoreInfo(s, model_id_);

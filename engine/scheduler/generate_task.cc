@@ -45,6 +45,12 @@ bool GenerateTask::Step(StepContext& ctx) {
   }
   if (!queue_time_) {  // first step
     queue_time_ = ctx.now - submit_time_;
+    if (knn_lm_) {
+      if (absl::Status ready = CheckKnnLmReady(*knn_lm_, session()); !ready.ok()) {
+        Finish(FinishReason::kError, ready, ctx.now);
+        return true;
+      }
+    }
     if (session() == nullptr) one_shot_.memory = ctx.model.NewMemory(ctx.memory);
   }
   if (absl::Status s = PrimeIfNeeded(ctx.model, state()); !s.ok()) {

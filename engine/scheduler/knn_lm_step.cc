@@ -55,20 +55,24 @@ absl::StatusOr<KnnLmPlan> ResolveKnnLm(const engine::KnnLmOptions& options,
   return plan;
 }
 
+absl::Status CheckKnnLmReady(const KnnLmPlan& plan, const session::Session* session) {
+  if (plan.shared != nullptr) return absl::OkStatus();
+  if (session == nullptr || session->datastore == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "knn_lm.datastore \"", datastore::kSessionDatastoreName, "\": session ",
+        session != nullptr ? session->id : "", " has no private datastore yet; add text to it "
+        "with Datastores.AddToSessionDatastore"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<torch::Tensor> ApplyKnnLm(const KnnLmPlan& plan, const session::Session* session,
                                          const torch::Tensor& keys,
                                          const torch::Tensor& lm_logprobs,
                                          const KnnSearchObserver& observer) {
-  const datastore::NeighbourIndex* index = plan.shared;
-  if (index == nullptr) {
-    if (session == nullptr || session->datastore == nullptr) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "knn_lm.datastore \"", datastore::kSessionDatastoreName, "\": session ",
-          session != nullptr ? session->id : "", " has no private datastore yet; add text to it "
-          "with Datastores.AddToSessionDatastore"));
-    }
-    index = session->datastore.get();
-  }
+  MNEMO_RETURN_IF_ERROR(CheckKnnLmReady(plan, session));
+  const datastore::NeighbourIndex* index =
+      plan.shared != nullptr ? plan.shared : session->datastore.get();
   const absl::Time start = absl::Now();
   MNEMO_ASSIGN_OR_RETURN(std::vector<std::vector<datastore::Hit>> hits,
                          index->Search(keys, plan.search));

@@ -39,6 +39,10 @@ absl::StatusOr<KnnLmPlan> ResolveKnnLm(const engine::KnnLmOptions& options,
                                        const std::string& session_id,
                                        const datastore::DatastoreCatalog& catalog);
 
+// FAILED_PRECONDITION when the plan reads the session's private datastore and the session has
+// none. Tasks call it before any model work, so a refused request leaves the session as it was.
+absl::Status CheckKnnLmReady(const KnnLmPlan& plan, const session::Session* session);
+
 // lm_logprobs: [n, vocab] float32 CPU; keys: [n, d_model] float32 CPU (row i's key produced
 // row i's distribution). Returns [n, vocab] interpolated log-probs. FAILED_PRECONDITION when
 // the plan reads the session's private datastore and the session has none.

@@ -19,6 +19,12 @@ ScoreTask::ScoreTask(uint64_t id, engine::ScoreOptions options, std::optional<Kn
 bool ScoreTask::Step(StepContext& ctx) {
   if (!started_) {
     started_ = true;
+    if (knn_lm_) {
+      if (absl::Status ready = CheckKnnLmReady(*knn_lm_, session()); !ready.ok()) {
+        Fail(ready);
+        return true;
+      }
+    }
     if (session() == nullptr) {
       own_.memory = ctx.model.NewMemory(ctx.memory);
     } else if (!options_.update_memory) {

@@ -347,6 +347,8 @@ class DatastoresTest(unittest.TestCase):
                          lambda: self.client.generate("abc", session_id=sid, max_new_tokens=3,
                                                       knn_lm=KnnLm("session")).text(),
                          "AddToSessionDatastore")
+        # Refused before any model work: the prompt did not enter the session's memory.
+        self.assertEqual(self.client.get_session(sid).tokens_seen, 0)
 
     def test_out_of_range_parameters_name_the_field(self):
         cases = [

@@ -148,5 +148,32 @@ TEST_F(KnnLmTest, SessionDatastoreLimitRefusesWholeText) {
   EXPECT_EQ(w.Wait()->entries, 8);
 }
 
+TEST_F(KnnLmTest, RefusedRequestsLeaveTheSessionAsItWas) {
+  SchedulerConfig config = TestConfig();
+  config.max_session_datastore_entries = 10;
+  Start(config);
+  CreateSession("s");
+  // No private datastore: refused before any model work, so nothing was read into memory.
+  GenerateOptions generate = Greedy("hello", 4, "s");
+  generate.knn_lm = Session(0.5f);
+  Collector c;
+  const GenerateFinal final = Run(generate, c);
+  EXPECT_EQ(final.status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(GetSession("s")->tokens_seen, 0);
+  Waiter<absl::StatusOr<ScoreResult>> w;
+  ScoreOptions score;
+  score.session_id = "s";
+  score.text = std::string(40, 'x');  // several segments
+  score.update_memory = true;
+  score.knn_lm = Session(0.5f);
+  scheduler_->SubmitScore(score, w.Callback());
+  EXPECT_EQ(w.Wait().status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(GetSession("s")->tokens_seen, 0);
+  // A first addition over the limit leaves no empty datastore behind: kNN-LM is still refused.
+  EXPECT_EQ(Add("s", std::string(20, 'y')).status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(ScoreKnn("s", "x", Session(1.0f)).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
 }  // namespace
 }  // namespace mnemo::scheduler
