@@ -360,6 +360,8 @@ class Client:
         logprobs: int = 0,
         stop_at_eos: Optional[bool] = None,
         knn_lm: Optional[KnnLmLike] = None,
+        early_exit: bool = False,
+        exit_threshold: Optional[float] = None,
         timeout: Optional[float] = None,
     ) -> GenerateStream:
         """Starts a streaming generation; iterate the result for `Chunk`s.
@@ -368,6 +370,8 @@ class Client:
         seed, repetition_penalty 1.0); temperature=0 is greedy. `knn_lm` (a `KnnLm` or a dict
         with datastore, lambda_, k, temperature) mixes a datastore's neighbours into every
         generated token's distribution; request errors surface when the stream is read.
+        `early_exit` turns on CALM early exit (each token reports its `exit_layer`);
+        `exit_threshold` in (0, 1] overrides the model's calibrated threshold.
         """
         request = generation_pb2.GenerateRequest(
             session_id=session_id, prompt=prompt, max_new_tokens=max_new_tokens,
@@ -385,6 +389,9 @@ class Client:
         if stop_at_eos is not None:
             request.stop_at_eos = stop_at_eos
         _fill_knn_lm(knn_lm, request.knn_lm)
+        request.early_exit.enabled = early_exit
+        if exit_threshold is not None:
+            request.early_exit.threshold = exit_threshold
         call = self._generation.Generate(request, timeout=self._timeout(timeout))
         return GenerateStream(call)
 
@@ -407,10 +414,12 @@ class Client:
 
     # --- Sessions -----------------------------------------------------------------------------
 
-    def create_session(self, session_id: str = "", *,
+    def create_session(self, session_id: str = "", *, knn_capacity: int = 0,
                        timeout: Optional[float] = None) -> Session:
+        """knn_capacity: kNN memory entries per head (0 = the server's --knn_capacity)."""
         r = self._unary(self._sessions.CreateSession,
-                        sessions_pb2.CreateSessionRequest(session_id=session_id), timeout)
+                        sessions_pb2.CreateSessionRequest(session_id=session_id,
+                                                          knn_capacity=knn_capacity), timeout)
         return _session_from_proto(r)
 
     def get_session(self, session_id: str, *, timeout: Optional[float] = None) -> Session:
