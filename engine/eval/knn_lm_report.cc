@@ -1,17 +1,14 @@
 #include "engine/eval/knn_lm_report.h"
 
 #include <algorithm>
-#include <filesystem>
-#include <fstream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "engine/eval/report.h"
 #include "nlohmann/json.hpp"
 
 namespace mnemo::eval {
 namespace {
-
-namespace fs = std::filesystem;
 
 std::string IndexText(const datastore::Manifest& m) {
   if (m.index_type == datastore::IndexType::kFlat) return "IndexFlatL2 (exact)";
@@ -183,23 +180,10 @@ std::string RenderKnnLmJson(const KnnLmReport& r) {
 }
 
 absl::Status WriteKnnLmReportFiles(const KnnLmReport& report, const std::string& out_dir) {
-  std::error_code error;
-  fs::create_directories(out_dir, error);
-  if (error) {
-    return absl::PermissionDeniedError(absl::StrCat("cannot create ", out_dir, ": ",
-                                                    error.message()));
-  }
-  const std::pair<std::string, std::string> files[] = {
-      {"knn_lm_eval.md", RenderKnnLmMarkdown(report)},
-      {"knn_lm_eval.json", RenderKnnLmJson(report)},
-  };
-  for (const auto& [name, text] : files) {
-    const std::string path = (fs::path(out_dir) / name).string();
-    std::ofstream out(path, std::ios::binary | std::ios::trunc);
-    out << text;
-    if (!out) return absl::DataLossError(absl::StrCat("cannot write ", path));
-  }
-  return absl::OkStatus();
+  return WriteTextFiles(out_dir, {
+                                     {"knn_lm_eval.md", RenderKnnLmMarkdown(report)},
+                                     {"knn_lm_eval.json", RenderKnnLmJson(report)},
+                                 });
 }
 
 }  // namespace mnemo::eval

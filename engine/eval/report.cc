@@ -239,19 +239,14 @@ std::string RenderJson(const EvalReport& r) {
   return j.dump(2) + "\n";
 }
 
-absl::Status WriteReportFiles(const EvalReport& report, const std::string& out_dir) {
+absl::Status WriteTextFiles(const std::string& out_dir,
+                            absl::Span<const std::pair<std::string, std::string>> files) {
   std::error_code error;
   fs::create_directories(out_dir, error);
   if (error) {
     return absl::PermissionDeniedError(
         absl::StrCat("cannot create ", out_dir, ": ", error.message()));
   }
-  const std::pair<std::string, std::string> files[] = {
-      {"eval.md", RenderMarkdown(report)},
-      {"eval.json", RenderJson(report)},
-      {kMemoryPlotData, MemoryPlotData(report)},
-      {kExitPlotData, ExitPlotData(report)},
-  };
   for (const auto& [name, text] : files) {
     const std::string path = (fs::path(out_dir) / name).string();
     std::ofstream out(path, std::ios::binary | std::ios::trunc);
@@ -259,6 +254,15 @@ absl::Status WriteReportFiles(const EvalReport& report, const std::string& out_d
     if (!out) return absl::DataLossError(absl::StrCat("cannot write ", path));
   }
   return absl::OkStatus();
+}
+
+absl::Status WriteReportFiles(const EvalReport& report, const std::string& out_dir) {
+  return WriteTextFiles(out_dir, {
+                                     {"eval.md", RenderMarkdown(report)},
+                                     {"eval.json", RenderJson(report)},
+                                     {kMemoryPlotData, MemoryPlotData(report)},
+                                     {kExitPlotData, ExitPlotData(report)},
+                                 });
 }
 
 }  // namespace mnemo::eval

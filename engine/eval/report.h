@@ -7,9 +7,11 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/types/span.h"
 #include "engine/eval/evaluator.h"
 #include "engine/eval/passkey.h"
 #include "engine/model/model_config.h"
@@ -68,6 +70,10 @@ std::string RenderJson(const EvalReport& report);
 
 // Writes OUT/eval.md, OUT/eval.json and the plot data (see plot.h), creating OUT.
 absl::Status WriteReportFiles(const EvalReport& report, const std::string& out_dir);
+
+// Creates OUT and writes each {file name, text} into it (every report writer's last step).
+absl::Status WriteTextFiles(const std::string& out_dir,
+                            absl::Span<const std::pair<std::string, std::string>> files);
 
 }  // namespace mnemo::eval
 

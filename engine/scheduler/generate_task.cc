@@ -148,11 +148,7 @@ bool GenerateTask::DecodeOne(StepContext& ctx) {
         Finish(FinishReason::kError, out.status(), now);
         return;
       }
-      session::SequenceState& s = state();
-      s.last_logprobs = out->logprobs;
-      s.last_exit_layer = out->exit_layer;
-      s.last_knn_lm_key = out->knn_lm_key;
-      s.tokens_seen += 1;
+      RecordFeed(state(), std::move(out->logprobs), out->exit_layer, std::move(out->knn_lm_key));
       if (last) Finish(reason, absl::OkStatus(), now);
     });
     return last;  // a failed feed finishes the task; Step then reports it (finished_)

@@ -390,9 +390,7 @@ void Scheduler::Release(Task& task) {
     return;  // stays busy
   }
   session->busy = false;
-  const bool had_datastore = session->datastore != nullptr;
   sessions_.UpdateBytes(*session);  // may evict others (never this one: it was just used)
-  if (had_datastore) CountSessionDatastores();
 }
 
 void Scheduler::CountSessionDatastores() {

@@ -107,7 +107,7 @@ class Scheduler {
   void ReapCancelledWaiting(absl::Time now);
   void Release(Task& task);
   void PublishStats();
-  // Sums sessions' private datastores into the gauges (O(sessions): on sweeps and after adds).
+  // Sums sessions' private datastores into the gauges (O(sessions): on sweeps and deletes).
   void CountSessionDatastores();
   void Shutdown();
   engine::SessionInfo Info(const session::Session& session) const;

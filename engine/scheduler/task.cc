@@ -1,6 +1,7 @@
 #include "engine/scheduler/task.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "engine/model/model_config.h"
 #include "engine/util/status_macros.h"
@@ -45,13 +46,18 @@ absl::Status FeedTokenWithExit(model::Model& model, session::SequenceState& stat
   const int ids[] = {token};
   MNEMO_ASSIGN_OR_RETURN(model::ExitForward out,
                          model.ForwardWithExit(ids, state.memory, threshold));
-  state.last_logprobs = out.logprobs[0].contiguous();  // [vocab]
-  state.last_exit_layer = out.exit_layers[0];
   // An exited token never reaches the last layer, so there is no kNN-LM key for it; the
   // request's last token is fed at full depth (see GenerateTask), which restores one.
-  state.last_knn_lm_key = torch::Tensor();
-  state.tokens_seen += 1;
+  RecordFeed(state, out.logprobs[0].contiguous(), out.exit_layers[0], torch::Tensor());
   return absl::OkStatus();
+}
+
+void RecordFeed(session::SequenceState& state, torch::Tensor logprobs, int exit_layer,
+                torch::Tensor key) {
+  state.last_logprobs = std::move(logprobs);
+  state.last_exit_layer = exit_layer;
+  state.last_knn_lm_key = std::move(key);
+  state.tokens_seen += 1;
 }
 
 absl::Span<const float> AsSpan(const torch::Tensor& logprobs) {

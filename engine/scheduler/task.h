@@ -81,6 +81,11 @@ absl::StatusOr<torch::Tensor> FeedText(model::Model& model, session::SequenceSta
                                        absl::Span<const int> tokens, model::Outputs outputs,
                                        torch::Tensor* knn_lm_keys = nullptr);
 
+// Records that one more token was fed and produced `logprobs` ([vocab] float32 CPU contiguous)
+// at `exit_layer`, with kNN-LM key `key` ([d_model]; undefined when the token exited early).
+void RecordFeed(session::SequenceState& state, torch::Tensor logprobs, int exit_layer,
+                torch::Tensor key);
+
 // Feeds one generated token through Model::ForwardWithExit (CALM, state propagation): sets
 // last_logprobs from its exit layer, last_exit_layer, and clears last_knn_lm_key.
 absl::Status FeedTokenWithExit(model::Model& model, session::SequenceState& state, int token,
