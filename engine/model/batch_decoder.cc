@@ -77,86 +77,6 @@ absl::Status BatchDecoder::Validate(absl::Span<const DecodeRow> rows) const {
   return absl::OkStatus();
 }
 
-DecodeRows BatchDecoder::Prepare(absl::Span<const DecodeRow> rows) const {
-  const ModelConfig& c = model_.config();
-  DecodeRows state;
-  state.layout = options_.layout;
-  const int64_t batch = static_cast<int64_t>(rows.size());
-  const int64_t masked = model_.transformer()->sinusoid().size(0);  // the -inf column
-  std::vector<torch::Tensor> raw_index(batch), cmp_index(batch);    // full capacity
-  for (int64_t r = 0; r < batch; ++r) {
-    memory::SessionMemory& m = *rows[r].memory;
-    state.memories.push_back(&m);
-    state.plans.push_back(m.Plan(1));
-    const memory::SegmentPlan& plan = state.plans.back();
-    const memory::MemoryShape& s = m.shape();
-    // Positions start at 0 and slot = position % capacity, so the filled slots are a prefix.
-    const int64_t t = plan.start;
-    state.raw_filled.push_back(std::min<int64_t>(t + 1, s.raw_capacity()));
-    const bool cmp = s.cmem_len > 0;
-    state.cmp_filled.push_back(cmp ? std::min<int64_t>((t + 1) / s.cmem_rate, s.cmp_capacity()) : 0);
-    if (state.layout == AttentionLayout::kPadded) {
-      // [raw_capacity]: distance where visible, the -inf column elsewhere.
-      raw_index[r] = plan.raw_distance.view(-1).masked_fill(plan.raw_mask.view(-1).logical_not(), masked);
-      if (cmp) {
-        cmp_index[r] = plan.cmp_distance.view(-1).masked_fill(plan.cmp_mask.view(-1).logical_not(), masked);
-      }
-    }
-  }
-  if (state.layout == AttentionLayout::kPerRow) {
-    for (int64_t r = 0; r < batch; ++r) {
-      const memory::SegmentPlan& plan = state.plans[r];
-      std::vector<RingSpan> spans;
-      std::vector<int64_t> distances;
-      // Runs of visible slots in the plan's masks (a window of positions or of groups is at
-      // most two runs of a ring), with their distances.
-      auto add_runs = [&](const torch::Tensor& mask, const torch::Tensor& distance, bool compressed) {
-        torch::Tensor m = mask.view(-1).to(torch::kCPU).contiguous();           // [capacity]
-        torch::Tensor d = distance.view(-1).to(torch::kCPU).contiguous();
-        const bool* visible = m.data_ptr<bool>();
-        const int64_t* dist = d.data_ptr<int64_t>();
-        for (int64_t j = 0, n = m.size(0); j < n; ++j) {
-          if (!visible[j]) continue;
-          if (spans.empty() || spans.back().compressed != compressed ||
-              spans.back().start + spans.back().length != j) {
-            spans.push_back(RingSpan{compressed, j, 0});
-          }
-          ++spans.back().length;
-          distances.push_back(dist[j]);
-        }
-      };
-      add_runs(plan.raw_mask, plan.raw_distance, false);
-      if (rows[r].memory->shape().cmem_len > 0) add_runs(plan.cmp_mask, plan.cmp_distance, true);
-      const int64_t width = static_cast<int64_t>(distances.size());
-      state.row_index.push_back(torch::tensor(distances, torch::kInt64)
-                                    .to(model_.device())
-                                    .view({1, 1, width})
-                                    .expand({c.n_heads, 1, width}));
-      state.spans.push_back(std::move(spans));
-    }
-  } else {
-    state.padded_raw = *std::max_element(state.raw_filled.begin(), state.raw_filled.end());
-    state.padded_cmp = *std::max_element(state.cmp_filled.begin(), state.cmp_filled.end());
-    std::vector<torch::Tensor> padded;
-    for (int64_t r = 0; r < batch; ++r) {
-      torch::Tensor index = raw_index[r].narrow(0, 0, state.padded_raw);
-      if (state.padded_cmp > 0) {
-        torch::Tensor cmp = cmp_index[r].defined()
-                                ? cmp_index[r].narrow(0, 0, state.padded_cmp)
-                                : torch::full({state.padded_cmp}, masked, index.options());
-        index = torch::cat({index, cmp});
-      }
-      padded.push_back(index);
-    }
-    state.padded_index = torch::stack(padded, 0).view({batch, 1, 1, -1});
-    if (state.padded_cmp > 0) {
-      state.padded_zeros = torch::zeros({1, c.n_heads, state.padded_cmp, c.d_head},
-                                        rows[0].memory->layer(0).k_raw.options());
-    }
-  }
-  return state;
-}
-
 absl::StatusOr<DecodeBatchResult> BatchDecoder::Step(absl::Span<const DecodeRow> rows) {
   MNEMO_RETURN_IF_ERROR(Validate(rows));
   try {
@@ -165,7 +85,10 @@ absl::StatusOr<DecodeBatchResult> BatchDecoder::Step(absl::Span<const DecodeRow>
     const torch::Device device = model_.device();
     const int layers = net.num_layers();
     const int64_t batch = static_cast<int64_t>(rows.size());
-    DecodeRows state = Prepare(rows);
+    std::vector<memory::SessionMemory*> memories;
+    for (const DecodeRow& row : rows) memories.push_back(row.memory);
+    DecodeRows state =
+        PrepareDecodeRows(memories, options_.layout, model_.config().MaxDistance());
 
     std::vector<int64_t> ids;
     bool want_keys = false;

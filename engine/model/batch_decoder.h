@@ -90,8 +90,6 @@ class BatchDecoder {
 
  private:
   absl::Status Validate(absl::Span<const DecodeRow> rows) const;
-  // Plans every row's position and builds the attention index (see DecodeRows).
-  DecodeRows Prepare(absl::Span<const DecodeRow> rows) const;
 
   Model& model_;
   BatchDecoderOptions options_;

@@ -2,9 +2,9 @@
 // each row's session memory and the plan for its one new position, plus the attention index
 // that folds the plan's visibility mask and relative distances into one gather.
 //
-// Internal to engine/model: built by BatchDecoder once per step, read by every layer's
-// TransformerBlock::Decode / RelativeAttention::Decode. Borrows the memories (the caller of
-// BatchDecoder::Step owns them); lives for one step on the loop thread.
+// Internal to engine/model: built by BatchDecoder once per step (PrepareDecodeRows), read by
+// every layer's TransformerBlock::Decode / RelativeAttention::Decode. Borrows the memories (the
+// caller of BatchDecoder::Step owns them); lives for one step on the loop thread.
 #ifndef MNEMO_ENGINE_MODEL_DECODE_ROWS_H_
 #define MNEMO_ENGINE_MODEL_DECODE_ROWS_H_
 
@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "absl/types/span.h"
 #include "engine/memory/segment_plan.h"
 #include "engine/memory/session_memory.h"
 
@@ -20,9 +21,13 @@ namespace mnemo::model {
 
 // How rows with different memories attend (measured in tools/decode_batch_bench).
 enum class AttentionLayout {
-  // One small attention per row over just the slots its query may see (at most two runs per
-  // ring): no copies and no masked reads, but a few ops per row and layer.
+  // One attention per row over just the slots its query may see (at most two runs per ring):
+  // no copies and no masked reads. With float32 rings on the CPU, one pass of host_attention.h
+  // over every row in place; elsewhere (another device or dtype) as kPerRowOps.
   kPerRow,
+  // The same per row, as a few LibTorch ops per row and layer (the path for other devices;
+  // selectable on the CPU to test and time it).
+  kPerRowOps,
   // The rows' rings copied into one padded batch per layer (narrowed to the longest filled
   // length), masked per row: a constant number of ops, plus the copy.
   kPadded,
@@ -43,10 +48,15 @@ struct DecodeRows {
   std::vector<int64_t> cmp_filled;  // [B] compressed slots that ever held a group (a prefix)
   // Attention index: the column of the layer's scores by distance to add to each slot's score
   // (the slot's clamped distance); the same for every layer.
-  // kPerRow: per row, the visible slots as runs (raw first), and the distance of each,
-  // [H, 1, total length] int64 (no masked entries).
+  // kPerRow: per row, the visible slots as runs (raw first), and the distance of each: on the
+  // host always, and as [H, 1, total length] int64 on the memory's device for the LibTorch path.
   std::vector<std::vector<RingSpan>> spans;
-  std::vector<torch::Tensor> row_index;
+  std::vector<std::vector<int64_t>> distances;
+  std::vector<torch::Tensor> row_index;  // empty when `host`
+  // kPerRow with float32 rings on the CPU: attention runs in host_attention.h's kernel, which
+  // reads the rings in place (no LibTorch op per row); otherwise LibTorch ops per row.
+  // Per-row layouts (kPerRow, kPerRowOps) fill spans/distances; kPadded the padded_* fields.
+  bool host = false;
   // kPadded: [B, 1, 1, padded_raw + padded_cmp] int64 over every raw then compressed slot of
   // the longest filled lengths; max_distance + 1 (a -inf column) where the query may not look.
   torch::Tensor padded_index;
@@ -60,6 +70,12 @@ struct ActiveRows {
   torch::Tensor index;        // [A] int64 on the model's device, the same indices
   bool all = true;            // rows == 0..B-1 (no gather needed)
 };
+
+// Plans one new position for each memory (SessionMemory::Plan(1)) and builds the attention
+// index for `layout`. The memories must share one shape (one model's). max_distance: the
+// model's clamp, whose + 1 is the padded layout's -inf column.
+DecodeRows PrepareDecodeRows(absl::Span<memory::SessionMemory* const> memories,
+                             AttentionLayout layout, int64_t max_distance);
 
 }  // namespace mnemo::model
 

@@ -2,12 +2,32 @@
 // forward() for a one-position segment, row by row: the weight matmuls run once for all rows;
 // memory appends, compression inputs and kNN searches are per row because each row owns its
 // memory; attention runs per row or over padded copies (DecodeRows::layout).
+#include <cstring>
 #include <limits>
 #include <vector>
 
+#include "engine/model/host_attention.h"
 #include "engine/model/relative_attention.h"
 
 namespace mnemo::model {
+namespace {
+
+// ring[0, :, slot, :] = x[row] for a host float32 ring [1, H, capacity, dh] and x [B, H, dh]
+// (rows of dh contiguous): what index_copy_ does, without the op.
+void WriteSlotHost(const torch::Tensor& x, int64_t row, const torch::Tensor& slots,
+                   torch::Tensor& ring) {
+  TORCH_CHECK(ring.is_contiguous() && x.stride(2) == 1 && x.scalar_type() == torch::kFloat32,
+              "host ring write needs a contiguous float32 ring");
+  const int64_t slot = slots.data_ptr<int64_t>()[0];
+  const int64_t heads = ring.size(1), capacity = ring.size(2), dh = ring.size(3);
+  const float* source = x.data_ptr<float>() + row * x.stride(0);
+  float* target = ring.data_ptr<float>();
+  for (int64_t h = 0; h < heads; ++h) {
+    std::memcpy(target + (h * capacity + slot) * dh, source + h * x.stride(1), dh * sizeof(float));
+  }
+}
+
+}  // namespace
 
 void RelativeAttentionImpl::DecodeAppend(const torch::Tensor& k, const torch::Tensor& v,
                                          int layer, DecodeRows& rows) {
@@ -17,8 +37,13 @@ void RelativeAttentionImpl::DecodeAppend(const torch::Tensor& k, const torch::Te
   for (int64_t r = 0; r < batch; ++r) {
     memory::LayerMemory& m = rows.memories[r]->layer(layer);
     const memory::SegmentPlan& plan = rows.plans[r];
-    m.k_raw.index_copy_(2, plan.raw_write_slots, k.narrow(0, r, 1).unsqueeze(2));
-    m.v_raw.index_copy_(2, plan.raw_write_slots, v.narrow(0, r, 1).unsqueeze(2));
+    if (rows.host) {
+      WriteSlotHost(k, r, plan.raw_write_slots, m.k_raw);
+      WriteSlotHost(v, r, plan.raw_write_slots, m.v_raw);
+    } else {
+      m.k_raw.index_copy_(2, plan.raw_write_slots, k.narrow(0, r, 1).unsqueeze(2));
+      m.v_raw.index_copy_(2, plan.raw_write_slots, v.narrow(0, r, 1).unsqueeze(2));
+    }
     if (m.k_cmp.defined() && plan.new_groups > 0) {
       k_groups.push_back(m.k_raw.index_select(2, plan.group_source_slots));
       v_groups.push_back(m.v_raw.index_select(2, plan.group_source_slots));
@@ -84,6 +109,39 @@ torch::Tensor RelativeAttentionImpl::DecodeAttendPerRow(const torch::Tensor& qu,
     outputs.push_back(y);
   }
   return outputs.size() == 1 ? outputs[0] : torch::cat(outputs, 1);  // [H, A, dh]
+}
+
+torch::Tensor RelativeAttentionImpl::DecodeAttendHost(const torch::Tensor& qu,
+                                                      const torch::Tensor& qv,
+                                                      const torch::Tensor& table, int layer,
+                                                      DecodeRows& rows, const ActiveRows& active) {
+  std::vector<HostAttentionRow> views;
+  views.reserve(active.rows.size());
+  for (int64_t r : active.rows) {
+    memory::LayerMemory& m = rows.memories[r]->layer(layer);
+    TORCH_CHECK(m.k_raw.is_contiguous() && m.v_raw.is_contiguous(), "host attention: rings must be contiguous");
+    HostAttentionRow view;
+    view.k_raw = m.k_raw.data_ptr<float>();
+    view.v_raw = m.v_raw.data_ptr<float>();
+    view.raw_capacity = m.k_raw.size(2);
+    if (m.k_cmp.defined()) {
+      TORCH_CHECK(m.k_cmp.is_contiguous() && m.v_cmp.is_contiguous(), "host attention: rings must be contiguous");
+      view.k_cmp = m.k_cmp.data_ptr<float>();
+      view.v_cmp = m.v_cmp.data_ptr<float>();
+      view.cmp_capacity = m.k_cmp.size(2);
+    }
+    view.spans = rows.spans[r];
+    view.distances = rows.distances[r];
+    views.push_back(view);
+  }
+  HostAttentionShape shape;
+  shape.heads = heads_;
+  shape.d_head = d_head_;
+  shape.table_rows = table.size(1);
+  torch::Tensor y = torch::empty(qu.sizes(), qu.options());  // [H, A, dh]
+  HostAttention(qu.data_ptr<float>(), qv.data_ptr<float>(), table.data_ptr<float>(), shape, views,
+                y.data_ptr<float>());
+  return y;
 }
 
 torch::Tensor RelativeAttentionImpl::DecodeAttendPadded(const torch::Tensor& qu,
@@ -174,12 +232,15 @@ torch::Tensor RelativeAttentionImpl::Decode(const torch::Tensor& x, int layer, D
   torch::Tensor qu = (heads_first + u_bias_.view({heads_, 1, d_head_})) * scale_;
   torch::Tensor qv = (heads_first + v_bias_.view({heads_, 1, d_head_})) * scale_;
   torch::Tensor table = PositionTable(sinusoid);  // [H, D, dh]
-  torch::Tensor bd = torch::bmm(qv, table.transpose(1, 2));  // scores by distance [H, A, D]
   torch::Tensor y;
-  if (rows.layout == AttentionLayout::kPerRow) {
+  if (rows.host) {
+    y = DecodeAttendHost(qu.contiguous(), qv.contiguous(), table.contiguous(), layer, rows, active);
+  } else if (rows.layout != AttentionLayout::kPadded) {
+    torch::Tensor bd = torch::bmm(qv, table.transpose(1, 2));  // scores by distance [H, A, D]
     y = DecodeAttendPerRow(qu, bd, layer, rows, active);
   } else {
     // A -inf column that masked slots point at: [H, A, D + 1]
+    torch::Tensor bd = torch::bmm(qv, table.transpose(1, 2));
     bd = torch::cat({bd, torch::full({heads_, count, 1},
                                      -std::numeric_limits<float>::infinity(), qv.options())}, 2);
     y = DecodeAttendPadded(qu, bd, layer, rows, active);

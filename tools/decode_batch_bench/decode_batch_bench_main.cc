@@ -37,7 +37,9 @@
 ABSL_FLAG(std::string, model, "models/mnemo-stdlib", "model directory");
 ABSL_FLAG(std::string, batch_sizes, "1,4,16,64", "sessions per step, comma-separated");
 ABSL_FLAG(std::string, thresholds, "2,0.9,0.8", "CALM thresholds (> 1 = no early exit)");
-ABSL_FLAG(std::string, layouts, "per_row,padded", "batched attention layouts to time");
+ABSL_FLAG(std::string, layouts, "per_row,padded",
+          "batched attention layouts to time: per_row (host kernel on the CPU), per_row_ops "
+          "(LibTorch ops per row), padded");
 ABSL_FLAG(std::string, text_dir, "/usr/lib/python3.11", "*.py files the sessions read");
 ABSL_FLAG(int, max_history, 2000, "longest primed history (tokens)");
 ABSL_FLAG(int, min_history, 0, "shortest primed history (tokens)");
@@ -195,8 +197,9 @@ int main(int argc, char** argv) {
 
   std::vector<std::pair<std::string, AttentionLayout>> layouts;
   for (absl::string_view name : absl::StrSplit(absl::GetFlag(FLAGS_layouts), ',', absl::SkipEmpty())) {
-    layouts.emplace_back(std::string(name),
-                         name == "padded" ? AttentionLayout::kPadded : AttentionLayout::kPerRow);
+    layouts.emplace_back(std::string(name), name == "padded"        ? AttentionLayout::kPadded
+                                            : name == "per_row_ops" ? AttentionLayout::kPerRowOps
+                                                                    : AttentionLayout::kPerRow);
   }
 
   {  // Check: one batched step against solo steps, on clones.

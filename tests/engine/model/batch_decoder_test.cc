@@ -337,10 +337,15 @@ TEST_P(BatchDecoderTest, RejectsBadRowsWithoutTouchingMemory) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, BatchDecoderTest,
-                         ::testing::Values(AttentionLayout::kPerRow, AttentionLayout::kPadded),
+                         ::testing::Values(AttentionLayout::kPerRow, AttentionLayout::kPerRowOps,
+                                           AttentionLayout::kPadded),
                          [](const ::testing::TestParamInfo<AttentionLayout>& info) {
-                           return std::string(info.param == AttentionLayout::kPerRow ? "PerRow"
-                                                                                     : "Padded");
+                           switch (info.param) {
+                             case AttentionLayout::kPerRow: return std::string("PerRow");
+                             case AttentionLayout::kPerRowOps: return std::string("PerRowOps");
+                             case AttentionLayout::kPadded: return std::string("Padded");
+                           }
+                           return std::string("Unknown");
                          });
 
 }  // namespace

@@ -1,0 +1,51 @@
+// HostAttention: decode attention for one new position per row on the CPU, in float32, reading
+// each row's key/value rings in place. RelativeAttention::Decode uses it for the kPerRow layout
+// when the rings are host float32 (DecodeRows::host); it replaces a dozen small LibTorch ops per
+// row and layer (each a dispatch, an allocation and often a thread wake-up) with one pass.
+//
+// For row a and head h, over the row's visible slots j (spans, raw first):
+//   s_j    = qu[h, a] . k_j + qv[h, a] . table[h, dist_j]     (queries already scaled)
+//   y[h, a] = sum_j softmax(s)_j v_j
+// which is the LibTorch path's function (it gathers the distance term from qv . tableᵀ over
+// every distance); here the distance term is computed only for the distances the row uses.
+// (row, head) pairs run in parallel on LibTorch's intra-op thread pool.
+//
+// Thread-safety: reads the rings and writes y only; the caller keeps them alive and unchanged.
+#ifndef MNEMO_ENGINE_MODEL_HOST_ATTENTION_H_
+#define MNEMO_ENGINE_MODEL_HOST_ATTENTION_H_
+
+#include <cstdint>
+
+#include "absl/types/span.h"
+#include "engine/model/decode_rows.h"
+
+namespace mnemo::model {
+
+// One row's rings for the layer being decoded (a batch-1 memory's, contiguous).
+struct HostAttentionRow {
+  const float* k_raw = nullptr;  // [H, raw_capacity, dh]
+  const float* v_raw = nullptr;
+  const float* k_cmp = nullptr;  // [H, cmp_capacity, dh]; null without a compressed memory
+  const float* v_cmp = nullptr;
+  int64_t raw_capacity = 0;
+  int64_t cmp_capacity = 0;
+  absl::Span<const RingSpan> spans;     // the visible slots (DecodeRows::spans)
+  absl::Span<const int64_t> distances;  // one per visible slot, in span order, < table rows
+};
+
+struct HostAttentionShape {
+  int64_t heads = 0;
+  int64_t d_head = 0;
+  int64_t table_rows = 0;  // D = max_distance + 1
+};
+
+// qu, qv: [H, A, dh] contiguous; table: [H, D, dh] contiguous; rows: [A]; y: [H, A, dh],
+// written. A row with no visible slot gets y = 0 (cannot happen in decode: a query always sees
+// its own position).
+void HostAttention(const float* qu, const float* qv, const float* table,
+                   const HostAttentionShape& shape, absl::Span<const HostAttentionRow> rows,
+                   float* y);
+
+}  // namespace mnemo::model
+
+#endif  // MNEMO_ENGINE_MODEL_HOST_ATTENTION_H_
