@@ -152,12 +152,17 @@ torch::Tensor RelativeAttentionImpl::Compress(const torch::Tensor& grouped, bool
     case Compression::kMax:
       return std::get<0>(grouped.view({batch, heads_, n, cmem_rate_, d_head_}).max(3));
     case Compression::kConv: {
-      // [B, H, n*rate, dh] -> [B, H*dh, n*rate] -> conv (kernel = stride = rate) -> [B, H*dh, n]
-      torch::Tensor channels =
-          grouped.permute({0, 1, 3, 2}).reshape({batch, heads_ * d_head_, n * cmem_rate_});
+      // A conv with kernel = stride = rate over channels H*dh is one matmul per group: group
+      // inputs [B*n, H*dh*rate] (channel-major, then tap) times the kernel [H*dh, H*dh*rate]ᵀ.
+      // (As a matmul it is also far cheaper than the convolution primitive for a few groups.)
+      const torch::nn::Conv1d& conv = keys ? compress_k_ : compress_v_;
+      const int64_t channels = heads_ * d_head_;
+      torch::Tensor inputs = grouped.view({batch, heads_, n, cmem_rate_, d_head_})
+                                 .permute({0, 2, 1, 4, 3})  // [B, n, H, dh, rate]
+                                 .reshape({batch * n, channels * cmem_rate_});
       torch::Tensor pooled =
-          keys ? compress_k_->forward(channels) : compress_v_->forward(channels);
-      return pooled.view({batch, heads_, d_head_, n}).permute({0, 1, 3, 2});
+          torch::addmm(conv->bias, inputs, conv->weight.view({channels, channels * cmem_rate_}).t());
+      return pooled.view({batch, n, heads_, d_head_}).permute({0, 2, 1, 3});  // [B, H, n, dh]
     }
   }
   return grouped;
