@@ -3,6 +3,7 @@
 #include <ATen/Parallel.h>
 #include <torch/types.h>
 
+#include <algorithm>
 #include <thread>
 #include <utility>
 
@@ -97,6 +98,9 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& confi
   sc.max_waiting = config.max_waiting;
   sc.max_running = config.max_running;
   sc.batch_decode = config.batch_decode;
+  sc.decode_threads = config.decode_threads > 0
+                          ? config.decode_threads
+                          : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   sc.max_prefill_tokens = config.max_prefill_tokens;
   sc.decode_batch_observer = config.decode_batch_observer;
   sc.sessions.max_sessions = config.max_sessions;

@@ -44,6 +44,9 @@ struct EngineConfig {
   int max_waiting = 1024;               // queued requests; beyond it RESOURCE_EXHAUSTED
   int max_running = 64;                 // requests advanced together; more wait (max_waiting)
   bool batch_decode = true;             // one batched decode step per iteration (see Scheduler)
+  // Threads a batched decode step's rows are split across (model::ParallelDecoder); 0 = the
+  // cores (std::thread::hardware_concurrency).
+  int decode_threads = 0;
   int max_prefill_tokens = 512;         // prefill tokens per iteration beyond the first chunk
   // Called (on the loop thread, must not block) with the row count of every batched decode
   // step; may be empty.

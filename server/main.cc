@@ -39,6 +39,9 @@ ABSL_FLAG(int, max_running, 64,
 ABSL_FLAG(bool, batch_decode, true,
           "Continuous batching: decode every running stream's next token in one batched step "
           "(false: one stream at a time, for comparison).");
+ABSL_FLAG(int, decode_threads, 0,
+          "Threads a batched decode step's streams are split across, each decoding its share "
+          "on one core; 0 = number of cores, 1 = one step with LibTorch's intra-op threads.");
 ABSL_FLAG(int, max_prefill_tokens, 512,
           "Prompt/Score tokens processed per iteration beyond the first segment, so decoding "
           "streams are not stalled behind many new prompts.");
@@ -115,6 +118,7 @@ mnemo::engine::EngineConfig EngineConfigFromFlags(const std::vector<std::string>
   config.max_waiting = absl::GetFlag(FLAGS_max_waiting);
   config.max_running = absl::GetFlag(FLAGS_max_running);
   config.batch_decode = absl::GetFlag(FLAGS_batch_decode);
+  config.decode_threads = absl::GetFlag(FLAGS_decode_threads);
   config.max_prefill_tokens = absl::GetFlag(FLAGS_max_prefill_tokens);
   return config;
 }

@@ -85,11 +85,14 @@ class BatchDecoder {
   // LibTorch fails midway: the rows' memories are then inconsistent and must be discarded.
   absl::StatusOr<DecodeBatchResult> Step(absl::Span<const DecodeRow> rows);
 
+  // The checks Step makes before changing anything (the INVALID_ARGUMENT cases above), for a
+  // caller that splits one step's rows across decoders (ParallelDecoder).
+  absl::Status Validate(absl::Span<const DecodeRow> rows) const;
+
   const BatchDecoderOptions& options() const { return options_; }
   void set_options(const BatchDecoderOptions& options) { options_ = options; }
 
  private:
-  absl::Status Validate(absl::Span<const DecodeRow> rows) const;
 
   Model& model_;
   BatchDecoderOptions options_;

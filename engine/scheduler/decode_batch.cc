@@ -9,7 +9,7 @@ void DecodeBatch::Add(const model::DecodeRow& row, Done done) {
   done_.push_back(std::move(done));
 }
 
-int DecodeBatch::Run(model::BatchDecoder& decoder) {
+int DecodeBatch::Run(model::ParallelDecoder& decoder) {
   if (rows_.empty()) return 0;
   std::vector<model::DecodeRow> rows = std::move(rows_);
   std::vector<Done> done = std::move(done_);

@@ -1,5 +1,6 @@
 // DecodeBatch: the single-token feeds of one scheduler iteration, gathered from the running
-// Generate tasks and run as one model::BatchDecoder step (continuous batching, DESIGN.md §5).
+// Generate tasks and run as one batched decode step (model::ParallelDecoder: BatchDecoder
+// shards on the cores; continuous batching, DESIGN.md §5).
 //
 // A task adds its row (token, its sequence's memory, exit threshold) with a completion; Run
 // steps every row at once and hands each completion its row's result, in the order added.
@@ -15,6 +16,7 @@
 
 #include "absl/status/statusor.h"
 #include "engine/model/batch_decoder.h"
+#include "engine/model/parallel_decoder.h"
 
 namespace mnemo::scheduler {
 
@@ -33,7 +35,7 @@ class DecodeBatch {
   // Steps every row added since the last Run (nothing when empty) and calls each completion:
   // with its row's Output, or with the step's error (then every row's memory may be
   // inconsistent). Returns the number of rows stepped.
-  int Run(model::BatchDecoder& decoder);
+  int Run(model::ParallelDecoder& decoder);
 
  private:
   std::vector<model::DecodeRow> rows_;

@@ -26,7 +26,8 @@ Scheduler::Scheduler(SchedulerConfig config, std::unique_ptr<model::Model> model
     : config_(std::move(config)),
       inbox_(config_.max_waiting, config_.max_running),
       model_(std::move(model)),
-      decoder_(*model_),
+      decoder_(*model_, model::ParallelDecoderOptions{{}, config_.decode_threads,
+                                                       config_.decode_min_shard_rows}),
       memory_options_(MakeMemoryOptions(config_.knn, model_->config())),
       sessions_(config_.sessions,
                 [this](int64_t knn_capacity) {

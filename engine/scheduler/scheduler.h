@@ -55,6 +55,11 @@ struct SchedulerConfig {
   // Continuous batching: the decode tokens of every running Generate go through one
   // model::BatchDecoder step per iteration (false: each is fed alone, for comparison).
   bool batch_decode = true;
+  // A batched step's rows are split into up to this many shards decoded at once, one per
+  // thread (model::ParallelDecoder), each at least decode_min_shard_rows rows. 1 = one
+  // BatchDecoder step on the loop thread with LibTorch's intra-op threads.
+  int decode_threads = 1;
+  int decode_min_shard_rows = 4;
   // Prefill tokens (prompt / Score / datastore chunks of <= seg_len) per iteration beyond the
   // first chunk; the rest wait for the next iteration, first in line, so decoding streams are
   // never stalled behind many new prompts at once.
@@ -119,7 +124,7 @@ class Scheduler {
 
   // Loop-thread state.
   std::unique_ptr<model::Model> model_;
-  model::BatchDecoder decoder_;  // borrows *model_
+  model::ParallelDecoder decoder_;  // borrows *model_
   const model::MemoryOptions memory_options_;  // new memories (sessions default to these)
   session::SessionStore sessions_;
   std::list<std::unique_ptr<Task>> running_;

@@ -19,6 +19,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -29,9 +30,11 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "engine/model/batch_decoder.h"
 #include "engine/model/model.h"
+#include "engine/model/parallel_decoder.h"
 #include "engine/util/cpu_backend.h"
 
 ABSL_FLAG(std::string, model, "models/mnemo-stdlib", "model directory");
@@ -47,6 +50,10 @@ ABSL_FLAG(int, steps, 16, "timed steps per measurement");
 ABSL_FLAG(int, warmup, 2, "untimed steps before each measurement");
 ABSL_FLAG(bool, solo, true, "also time the one-session-at-a-time loop");
 ABSL_FLAG(int, threads, 0, "intra-op threads (0 = all cores)");
+ABSL_FLAG(std::string, decode_threads, "1",
+          "batched modes: shards per step, comma-separated (1 = BatchDecoder with LibTorch's "
+          "intra-op threads; N > 1 = ParallelDecoder, N one-threaded shards)");
+ABSL_FLAG(int, min_shard_rows, 4, "ParallelDecoder: fewest rows per shard");
 
 namespace {
 
@@ -101,7 +108,10 @@ struct Timing {
 };
 
 // `steps` decode steps over sessions[0..batch), solo or batched.
-Timing Run(mnemo::model::Model& model, BatchDecoder* decoder, std::vector<Session>& sessions,
+using StepFn = std::function<absl::StatusOr<mnemo::model::DecodeBatchResult>(
+    absl::Span<const DecodeRow>)>;
+
+Timing Run(mnemo::model::Model& model, const StepFn* decoder, std::vector<Session>& sessions,
            int batch, float threshold, int warmup, int steps) {
   Timing timing;
   int64_t exits = 0, tokens = 0;
@@ -119,7 +129,7 @@ Timing Run(mnemo::model::Model& model, BatchDecoder* decoder, std::vector<Sessio
         Session& s = sessions[r];
         rows.push_back(DecodeRow{s.text[s.next++ % s.text.size()], &s.memory, threshold});
       }
-      auto out = decoder->Step(rows);
+      auto out = (*decoder)(rows);
       if (!out.ok()) {
         std::fprintf(stderr, "step failed: %s\n", out.status().ToString().c_str());
         std::exit(1);
@@ -237,9 +247,23 @@ int main(int argc, char** argv) {
         rows.emplace_back("solo loop", Run(**model, nullptr, sessions, batch, threshold, warmup, steps));
       }
       for (const auto& [name, layout] : layouts) {
+       for (int shards : ParseList<int>(absl::GetFlag(FLAGS_decode_threads))) {
+        if (shards > 1) {
+          mnemo::model::ParallelDecoderOptions options;
+          options.decoder.layout = layout;
+          options.threads = shards;
+          options.min_shard_rows = absl::GetFlag(FLAGS_min_shard_rows);
+          mnemo::model::ParallelDecoder parallel(**model, options);
+          const StepFn step = [&](absl::Span<const DecodeRow> r) { return parallel.Step(r); };
+          rows.emplace_back(absl::StrCat("batched ", name, " x", shards),
+                            Run(**model, &step, sessions, batch, threshold, warmup, steps));
+          continue;
+        }
         BatchDecoder decoder(**model, {mnemo::model::ExitMeasure::kSoftmaxResponse, layout});
+        const StepFn step = [&](absl::Span<const DecodeRow> r) { return decoder.Step(r); };
         rows.emplace_back("batched " + name,
-                          Run(**model, &decoder, sessions, batch, threshold, warmup, steps));
+                          Run(**model, &step, sessions, batch, threshold, warmup, steps));
+       }
       }
       for (const auto& [mode, t] : rows) {
         const double tps = batch * 1000.0 / t.ms_per_step;

@@ -41,7 +41,10 @@ std::vector<StreamOutput> RunConcurrently(Scheduler& scheduler,
   return out;
 }
 
-TEST_F(SchedulerTest, BatchedDecodingEqualsOneStreamAtATime) {
+// decode_threads 1: one BatchDecoder step; 2 with one-row shards: ParallelDecoder's threads.
+class BatchingTest : public SchedulerTest, public ::testing::WithParamInterface<int> {};
+
+TEST_P(BatchingTest, BatchedDecodingEqualsOneStreamAtATime) {
   std::vector<std::string> prompts;
   for (int i = 0; i < 6; ++i) {
     // Histories from a few tokens to several segments (seg_len 16), so rows differ in memory.
@@ -54,6 +57,8 @@ TEST_F(SchedulerTest, BatchedDecodingEqualsOneStreamAtATime) {
   const std::vector<StreamOutput> alone = RunConcurrently(*scheduler_, prompts);
   int batches = 0, rows = 0;
   SchedulerConfig batched = TestConfig();
+  batched.decode_threads = GetParam();
+  batched.decode_min_shard_rows = 1;
   batched.decode_batch_observer = [&](int n) {
     ++batches;
     rows += n;
@@ -73,6 +78,8 @@ TEST_F(SchedulerTest, BatchedDecodingEqualsOneStreamAtATime) {
   EXPECT_GT(batches, 0);
   EXPECT_GT(rows, batches);
 }
+
+INSTANTIATE_TEST_SUITE_P(DecodeThreads, BatchingTest, ::testing::Values(1, 2));
 
 TEST_F(SchedulerTest, NewPromptsDoNotStallADecodingStream) {
   SchedulerConfig config = TestConfig();

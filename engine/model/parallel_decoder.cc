@@ -1,0 +1,163 @@
+#include "engine/model/parallel_decoder.h"
+
+#include <ATen/Parallel.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <unordered_set>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace mnemo::model {
+namespace {
+
+// Keeps LibTorch, OpenMP and OpenBLAS on the calling thread for a scope (OpenMP's thread count
+// is per thread, so other threads are unaffected).
+class OneThread {
+ public:
+  OneThread() {
+    // LibTorch sets a thread's OpenMP count on its first parallel op; do that first, so it
+    // does not undo the setting below.
+    at::internal::lazy_init_num_threads();
+    saved_ = omp_get_max_threads();
+    if (saved_ > 1) omp_set_num_threads(1);
+  }
+  ~OneThread() {
+    if (saved_ > 1) omp_set_num_threads(saved_);
+  }
+  OneThread(const OneThread&) = delete;
+  OneThread& operator=(const OneThread&) = delete;
+
+ private:
+  int saved_ = 1;
+};
+
+// [rows, ...] results of consecutive shards, in order, as one.
+DecodeBatchResult Concatenate(std::vector<DecodeBatchResult> parts) {
+  DecodeBatchResult all;
+  std::vector<torch::Tensor> logprobs;
+  bool any_keys = false;
+  for (const DecodeBatchResult& part : parts) {
+    logprobs.push_back(part.logprobs);
+    all.exit_layers.insert(all.exit_layers.end(), part.exit_layers.begin(), part.exit_layers.end());
+    any_keys = any_keys || part.knn_lm_keys.defined();
+  }
+  all.logprobs = torch::cat(logprobs, 0);
+  if (any_keys) {
+    std::vector<torch::Tensor> keys;
+    int64_t width = 0;
+    for (const DecodeBatchResult& part : parts) {
+      if (part.knn_lm_keys.defined()) width = part.knn_lm_keys.size(1);
+    }
+    for (const DecodeBatchResult& part : parts) {
+      keys.push_back(part.knn_lm_keys.defined()
+                         ? part.knn_lm_keys
+                         : torch::zeros({part.logprobs.size(0), width}, torch::kFloat32));
+    }
+    all.knn_lm_keys = torch::cat(keys, 0);
+  }
+  return all;
+}
+
+}  // namespace
+
+ParallelDecoder::ParallelDecoder(Model& model, ParallelDecoderOptions options)
+    : options_(options) {
+  options_.threads = std::max(1, options_.threads);
+  options_.min_shard_rows = std::max(1, options_.min_shard_rows);
+  for (int t = 0; t < options_.threads; ++t) {
+    decoders_.push_back(std::make_unique<BatchDecoder>(model, options_.decoder));
+  }
+  jobs_.resize(options_.threads);
+  for (int w = 0; w + 1 < options_.threads; ++w) {
+    workers_.emplace_back([this, w] { WorkerLoop(w + 1); });
+  }
+}
+
+ParallelDecoder::~ParallelDecoder() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  work_ready_.notify_all();
+  for (std::thread& worker : workers_) worker.join();
+}
+
+int ParallelDecoder::ShardsFor(int64_t rows) const {
+  return static_cast<int>(
+      std::clamp<int64_t>(rows / options_.min_shard_rows, 1, options_.threads));
+}
+
+absl::StatusOr<DecodeBatchResult> ParallelDecoder::RunShard(BatchDecoder& decoder,
+                                                            absl::Span<const DecodeRow> rows) {
+  OneThread one_thread;
+  return decoder.Step(rows);
+}
+
+void ParallelDecoder::WorkerLoop(int worker) {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    work_ready_.wait(lock, [&] { return stopping_ || jobs_[worker].pending; });
+    if (stopping_) return;
+    absl::Span<const DecodeRow> rows = jobs_[worker].rows;
+    lock.unlock();
+    absl::StatusOr<DecodeBatchResult> result = RunShard(*decoders_[worker], rows);
+    lock.lock();
+    jobs_[worker].result = std::move(result);
+    jobs_[worker].pending = false;
+    work_done_.notify_all();
+  }
+}
+
+absl::StatusOr<DecodeBatchResult> ParallelDecoder::Step(absl::Span<const DecodeRow> rows) {
+  const int shards = ShardsFor(static_cast<int64_t>(rows.size()));
+  if (shards == 1) {
+    // With threads > 1 this object owns the parallelism: one shard runs on one thread too
+    // (a lone decode row gains nothing from LibTorch's intra-op threads but their wake-ups).
+    return options_.threads > 1 ? RunShard(*decoders_[0], rows) : decoders_[0]->Step(rows);
+  }
+  // Every check before any shard changes a memory: a shard's rejection would otherwise leave
+  // the other shards' rows advanced. (A memory repeated across shards is caught here too.)
+  if (absl::Status s = decoders_[0]->Validate(rows); !s.ok()) return s;
+
+  // Contiguous shards, sizes differing by at most one row.
+  std::vector<absl::Span<const DecodeRow>> parts;
+  const size_t base = rows.size() / shards, extra = rows.size() % shards;
+  for (size_t s = 0, start = 0; s < static_cast<size_t>(shards); ++s) {
+    const size_t length = base + (s < extra ? 1 : 0);
+    parts.push_back(rows.subspan(start, length));
+    start += length;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (int s = 1; s < shards; ++s) {
+      jobs_[s].rows = parts[s];
+      jobs_[s].pending = true;
+    }
+  }
+  work_ready_.notify_all();
+  std::vector<absl::StatusOr<DecodeBatchResult>> results;
+  results.push_back(RunShard(*decoders_[0], parts[0]));
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    work_done_.wait(lock, [&] {
+      for (int s = 1; s < shards; ++s) {
+        if (jobs_[s].pending) return false;
+      }
+      return true;
+    });
+    for (int s = 1; s < shards; ++s) results.push_back(std::move(jobs_[s].result));
+  }
+  std::vector<DecodeBatchResult> done;
+  for (size_t s = 0; s < results.size(); ++s) {
+    if (!results[s].ok()) {
+      return absl::Status(results[s].status().code(),
+                          absl::StrCat("decode shard ", s, ": ", results[s].status().message()));
+    }
+    done.push_back(*std::move(results[s]));
+  }
+  return Concatenate(std::move(done));
+}
+
+}  // namespace mnemo::model

@@ -1,0 +1,82 @@
+// ParallelDecoder: one batched decode step (BatchDecoder::Step's contract) with the rows split
+// into contiguous shards that decode at the same time, one shard per thread: the caller's thread
+// and `threads - 1` workers this object owns.
+//
+// Why shards and not LibTorch's intra-op threads: a decode step is ~200 small ops, and
+// splitting each op across cores costs a thread wake-up per op (OpenMP waits passively, see
+// engine/util/cpu_backend.h; spinning instead collapses under any other load). A shard is the
+// whole step for its rows, so the threads meet once per step; inside a shard every op runs on
+// its own thread. Rows are independent (each owns its memory) and the model is only read.
+// Shards read the weights once each, so small batches stay in one shard (min_shard_rows).
+//
+// Results are BatchDecoder::Step's on all the rows at once: every row's computation is the
+// same whichever rows share its step (log-probs agree to float rounding of batched matmuls, as
+// between any two batch compositions). One difference: knn_lm_keys holds the key of every row
+// that asked for one (DecodeRow::knn_lm_key) and zeros for the other rows of a shard where no
+// row asked (one BatchDecoder step would also fill in the keys of full-depth rows that did not
+// ask).
+//
+// Ownership: borrows the Model (must outlive this); owns its worker threads (joined by the
+// destructor). Thread-safety: Step is called by one thread at a time (the engine's loop thread).
+#ifndef MNEMO_ENGINE_MODEL_PARALLEL_DECODER_H_
+#define MNEMO_ENGINE_MODEL_PARALLEL_DECODER_H_
+
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "engine/model/batch_decoder.h"
+#include "engine/model/model.h"
+
+namespace mnemo::model {
+
+struct ParallelDecoderOptions {
+  BatchDecoderOptions decoder;  // each shard's
+  int threads = 1;              // shards at most (1 = BatchDecoder on the caller's thread)
+  int min_shard_rows = 4;       // a step splits only into shards of at least this many rows
+};
+
+class ParallelDecoder {
+ public:
+  ParallelDecoder(Model& model, ParallelDecoderOptions options);
+  ~ParallelDecoder();
+  ParallelDecoder(const ParallelDecoder&) = delete;
+  ParallelDecoder& operator=(const ParallelDecoder&) = delete;
+
+  // BatchDecoder::Step over `rows`: INVALID_ARGUMENT (nothing changed) for what
+  // BatchDecoder::Validate rejects, INTERNAL (memories inconsistent) if LibTorch fails.
+  absl::StatusOr<DecodeBatchResult> Step(absl::Span<const DecodeRow> rows);
+
+  // Shards a step of `rows` rows splits into.
+  int ShardsFor(int64_t rows) const;
+  const ParallelDecoderOptions& options() const { return options_; }
+
+ private:
+  struct Job {
+    absl::Span<const DecodeRow> rows;
+    absl::StatusOr<DecodeBatchResult> result = absl::UnknownError("not run");
+    bool pending = false;
+  };
+  void WorkerLoop(int worker);
+  // Runs one shard on the calling thread with LibTorch/OpenMP kept to that thread.
+  static absl::StatusOr<DecodeBatchResult> RunShard(BatchDecoder& decoder,
+                                                     absl::Span<const DecodeRow> rows);
+
+  ParallelDecoderOptions options_;
+  std::vector<std::unique_ptr<BatchDecoder>> decoders_;  // [threads]: 0 = the caller's
+
+  std::mutex mu_;
+  std::condition_variable work_ready_;  // a job was posted, or stopping_
+  std::condition_variable work_done_;   // a job finished
+  std::vector<Job> jobs_;               // [threads]; jobs_[0] unused (the caller runs shard 0)
+  bool stopping_ = false;
+  std::vector<std::thread> workers_;    // [threads - 1]; worker w runs jobs_[w + 1]
+};
+
+}  // namespace mnemo::model
+
+#endif  // MNEMO_ENGINE_MODEL_PARALLEL_DECODER_H_
