@@ -1,5 +1,6 @@
 #include "engine/model/relative_attention.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -92,6 +93,19 @@ RelativeAttentionImpl::KnnHits RelativeAttentionImpl::RetrieveFromRing(
   return hits;
 }
 
+bool AnyWindowHasEntries(const knn::KnnMemory& store, const torch::Tensor& lo,
+                         const torch::Tensor& hi) {
+  torch::Tensor l = lo.contiguous(), h = hi.contiguous();
+  const int64_t* lo_p = l.data_ptr<int64_t>();
+  const int64_t* hi_p = h.data_ptr<int64_t>();
+  for (int64_t i = 0, n = l.numel(); i < n; ++i) {
+    if (std::max(lo_p[i], store.oldest_position()) < std::min(hi_p[i], store.next_position())) {
+      return true;
+    }
+  }
+  return false;
+}
+
 RelativeAttentionImpl::KnnHits RelativeAttentionImpl::RetrieveFromStore(
     const torch::Tensor& qn, const torch::Tensor& k, const torch::Tensor& v,
     memory::LayerMemory& memory, const memory::SegmentPlan& plan) {
@@ -106,6 +120,7 @@ RelativeAttentionImpl::KnnHits RelativeAttentionImpl::RetrieveFromStore(
   torch::Tensor kn = k / k.norm(2, -1, true).clamp_min(1e-6);
   absl::Status appended = store.Append(to_rows(kn), to_rows(v));
   TORCH_CHECK(appended.ok(), "kNN store: ", appended.ToString());
+  if (!AnyWindowHasEntries(store, plan.knn_lo, plan.knn_hi)) return KnnHits{};  // nothing to find
   torch::Tensor queries = qn[0].to(torch::kCPU, torch::kFloat32).contiguous();  // [H, S, dh]
   absl::StatusOr<knn::KnnResult> found = store.Search(queries, knn_topk_, plan.knn_lo, plan.knn_hi);
   TORCH_CHECK(found.ok(), "kNN store: ", found.status().ToString());
@@ -121,6 +136,7 @@ torch::Tensor RelativeAttentionImpl::MixKnn(const torch::Tensor& q, const torch:
   torch::Tensor qn = q / q.norm(2, -1, true).clamp_min(1e-6);  // [B, H, S, dh]
   const KnnHits hits = memory.knn_store != nullptr ? RetrieveFromStore(qn, k, v, memory, plan)
                                                    : RetrieveFromRing(qn, k, v, memory, plan);
+  if (!hits.keys.defined()) return y_local;  // no query has an entry: every gate is 0
   // Gradients reach the query, the scale and the gate; the hits are constants.
   torch::Tensor logits = (qn.unsqueeze(3) * hits.keys).sum(-1) * knn_scale_.view({1, heads_, 1, 1});
   // Finite fill: a query with no entries yet gets a harmless uniform softmax, then gate 0.
@@ -193,30 +209,40 @@ torch::Tensor RelativeAttentionImpl::forward(const torch::Tensor& x, memory::Lay
 
   torch::Tensor qu = q + u_bias_.view({1, heads_, 1, d_head_});  // [B, H, S, dh]
   torch::Tensor qv = q + v_bias_.view({1, heads_, 1, d_head_});
-  // Position scores for every distance, then picked per key: [B, H, S, D]
+  // Only ring slots that were ever written can be visible: positions start at 0 and a
+  // position's slot is position % capacity, so they are a prefix of each ring. And no distance
+  // exceeds the newest position. Attending over just those is the same function (the rest is
+  // masked) and much less work while a session is young (a 64-token prompt: 64 of 512 slots).
+  const int64_t newest = plan.start + length;  // positions [0, newest) exist
+  const int64_t raw_used = std::min<int64_t>(newest, memory.k_raw.size(2));
+  const int64_t cmp_used =
+      compressive ? std::min<int64_t>(newest / cmem_rate_, memory.k_cmp.size(2)) : 0;
   torch::Tensor table = PositionTable(sinusoid);  // [H, D, dh]
+  table = table.narrow(1, 0, std::min<int64_t>(newest, table.size(1)));
+  // Position scores for every distance, then picked per key: [B, H, S, D']
   torch::Tensor by_distance = torch::matmul(qv, table.transpose(1, 2).unsqueeze(0));
 
-  const int64_t raw_cap = memory.k_raw.size(2);
-  // [B, H, S, raw_cap]
-  torch::Tensor scores = torch::matmul(qu, memory.k_raw.transpose(2, 3)) +
-                         by_distance.gather(3, plan.raw_distance.expand({batch, heads_, length, raw_cap}));
-  torch::Tensor mask = plan.raw_mask;  // [R, 1, S, raw_cap (+ cmp_cap)]
-  if (compressive) {
-    const int64_t cmp_cap = memory.k_cmp.size(2);
+  torch::Tensor k_raw = memory.k_raw.narrow(2, 0, raw_used);
+  // [B, H, S, raw_used]
+  torch::Tensor scores =
+      torch::matmul(qu, k_raw.transpose(2, 3)) +
+      by_distance.gather(3, plan.raw_distance.narrow(1, 0, raw_used).expand({batch, heads_, length, raw_used}));
+  torch::Tensor mask = plan.raw_mask.narrow(3, 0, raw_used);  // [R, 1, S, raw_used (+ cmp_used)]
+  if (cmp_used > 0) {
     torch::Tensor cmp_scores =
-        torch::matmul(qu, memory.k_cmp.transpose(2, 3)) +
-        by_distance.gather(3, plan.cmp_distance.expand({batch, heads_, length, cmp_cap}));
+        torch::matmul(qu, memory.k_cmp.narrow(2, 0, cmp_used).transpose(2, 3)) +
+        by_distance.gather(3, plan.cmp_distance.narrow(1, 0, cmp_used).expand({batch, heads_, length, cmp_used}));
     scores = torch::cat({scores, cmp_scores}, 3);
-    mask = torch::cat({mask, plan.cmp_mask}, 3);
+    mask = torch::cat({mask, plan.cmp_mask.narrow(3, 0, cmp_used)}, 3);
   }
   scores = (scores * scale_).masked_fill(mask.logical_not(),
                                          -std::numeric_limits<float>::infinity());
   torch::Tensor probs = torch::softmax(scores, 3);
 
-  torch::Tensor y = torch::matmul(probs.narrow(3, 0, raw_cap), memory.v_raw);  // [B, H, S, dh]
-  if (compressive) {
-    y = y + torch::matmul(probs.narrow(3, raw_cap, memory.k_cmp.size(2)), memory.v_cmp);
+  // [B, H, S, dh]
+  torch::Tensor y = torch::matmul(probs.narrow(3, 0, raw_used), memory.v_raw.narrow(2, 0, raw_used));
+  if (cmp_used > 0) {
+    y = y + torch::matmul(probs.narrow(3, raw_used, cmp_used), memory.v_cmp.narrow(2, 0, cmp_used));
   }
   if (knn_scale_.defined() && (memory.k_knn.defined() || memory.knn_store != nullptr)) {
     y = MixKnn(q, k, v, y, memory, plan);

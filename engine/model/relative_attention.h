@@ -25,6 +25,11 @@
 
 namespace mnemo::model {
 
+// Whether some query's kNN window [lo_i, hi_i) holds a retained entry of `store` (lo, hi: [Q]
+// int64 CPU, as SegmentPlan::knn_lo / knn_hi).
+bool AnyWindowHasEntries(const knn::KnnMemory& store, const torch::Tensor& lo,
+                         const torch::Tensor& hi);
+
 class RelativeAttentionImpl : public torch::nn::Module {
  public:
   RelativeAttentionImpl(const ModelConfig& config, int layer);
@@ -65,7 +70,9 @@ class RelativeAttentionImpl : public torch::nn::Module {
   // positions before their raw window. Dense ring: exact, batched, per-row document starts.
   KnnHits RetrieveFromRing(const torch::Tensor& qn, const torch::Tensor& k, const torch::Tensor& v,
                            memory::LayerMemory& memory, const memory::SegmentPlan& plan);
-  // knn::KnnMemory (batch 1): exact while small, FAISS IVF beyond its threshold.
+  // knn::KnnMemory (batch 1): exact while small, FAISS IVF beyond its threshold. Undefined
+  // hits when no query's window holds an entry yet (a session younger than mem_len): the
+  // search and the mix are skipped, as their gates would all be 0.
   KnnHits RetrieveFromStore(const torch::Tensor& qn, const torch::Tensor& k, const torch::Tensor& v,
                             memory::LayerMemory& memory, const memory::SegmentPlan& plan);
   // Retrieves for the segment and returns y_knn mixed into y_local ([B, H, S, dh] both).

@@ -182,14 +182,26 @@ torch::Tensor RelativeAttentionImpl::DecodeMixKnn(const torch::Tensor& q, const 
                                                   int layer, DecodeRows& rows,
                                                   const ActiveRows& active) {
   const int64_t count = q.size(0);
+  // Rows whose window holds no entry yet (sessions younger than mem_len) have nothing to find
+  // and a zero gate: when that is every row, y passes unchanged without a search.
+  std::vector<bool> searched(count, false);
+  bool any = false;
+  for (int64_t a = 0; a < count; ++a) {
+    const memory::LayerMemory& m = rows.memories[active.rows[a]]->layer(layer);
+    const memory::SegmentPlan& plan = rows.plans[active.rows[a]];
+    searched[a] = m.knn_store != nullptr && AnyWindowHasEntries(*m.knn_store, plan.knn_lo, plan.knn_hi);
+    any = any || searched[a];
+  }
+  if (!any) return y;
   torch::Tensor qn = q / q.norm(2, -1, true).clamp_min(1e-6);            // [A, H, dh]
   torch::Tensor queries = qn.to(torch::kCPU, torch::kFloat32).contiguous();
   std::vector<torch::Tensor> keys, values, valid;  // each [H, k, dh] / [H, k]
   for (int64_t a = 0; a < count; ++a) {
     const int64_t r = active.rows[a];
     memory::LayerMemory& m = rows.memories[r]->layer(layer);
-    if (m.knn_store == nullptr) {
-      // No kNN memory for this row: no valid hit, so its gate is 0 and y passes unchanged.
+    if (!searched[a]) {
+      // No kNN memory, or nothing in its window: no valid hit, so its gate is 0 and y passes
+      // unchanged.
       keys.push_back(torch::zeros({heads_, knn_topk_, d_head_}));
       values.push_back(keys.back());
       valid.push_back(torch::zeros({heads_, knn_topk_}, torch::kBool));
