@@ -10,16 +10,22 @@
 namespace mnemo::model {
 namespace {
 
-// Eight independent partial sums let the compiler keep them in one vector register.
-inline __attribute__((always_inline)) float Dot(const float* a, const float* b, int64_t n) {
-  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+// a . b + c . d: sixteen independent partial sums (one vector register's worth), one
+// horizontal sum for both products.
+inline __attribute__((always_inline)) float Dot2(const float* a, const float* b, const float* c,
+                                                 const float* d, int64_t n) {
+  float acc[16] = {};
   int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    for (int l = 0; l < 8; ++l) acc[l] += a[i + l] * b[i + l];
+  for (; i + 16 <= n; i += 16) {
+#pragma GCC unroll 16
+    for (int l = 0; l < 16; ++l) acc[l] += a[i + l] * b[i + l] + c[i + l] * d[i + l];
   }
   float tail = 0.0f;
-  for (; i < n; ++i) tail += a[i] * b[i];
-  return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7])) + tail;
+  for (; i < n; ++i) tail += a[i] * b[i] + c[i] * d[i];
+  float total = 0.0f;
+#pragma GCC unroll 16
+  for (int l = 0; l < 16; ++l) total += acc[l];
+  return total + tail;
 }
 
 // y += alpha x, in blocks of eight (restrict: x and y never overlap, so the loop vectorises).
@@ -27,13 +33,14 @@ inline __attribute__((always_inline)) void Axpy(float alpha, const float* __rest
                                                 float* __restrict y, int64_t n) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
+#pragma GCC unroll 8
     for (int l = 0; l < 8; ++l) y[i + l] += alpha * x[i + l];
   }
   for (; i < n; ++i) y[i] += alpha * x[i];
 }
 
 // One (row, head): scores into `scores` (resized), then the weighted sum into out [dh].
-__attribute__((target_clones("avx2", "default"))) void AttendOne(
+__attribute__((target_clones("avx512f", "avx2", "default"))) void AttendOne(
     const float* qu, const float* qv, const float* table, int64_t d_head,
     const HostAttentionRow& row, int64_t head, std::vector<float>& scores, float* out) {
   const int64_t width = static_cast<int64_t>(row.distances.size());
@@ -45,8 +52,8 @@ __attribute__((target_clones("avx2", "default"))) void AttendOne(
   for (const RingSpan& span : row.spans) {
     const float* keys = (span.compressed ? k_cmp : k_raw) + span.start * d_head;
     for (int64_t s = 0; s < span.length; ++s, ++j) {
-      const float score = Dot(qu, keys + s * d_head, d_head) +
-                          Dot(qv, table + row.distances[j] * d_head, d_head);
+      const float score =
+          Dot2(qu, keys + s * d_head, qv, table + row.distances[j] * d_head, d_head);
       scores[j] = score;
       max_score = std::max(max_score, score);
     }

@@ -158,6 +158,20 @@ void RelativeAttentionImpl::CachePositionTable(const torch::Tensor& sinusoid) {
   torch::NoGradGuard no_grad;
   position_table_ = torch::Tensor();
   position_table_ = PositionTable(sinusoid).contiguous();
+  packed_qkv_ = PackedLinear(qkv_->weight, qkv_->bias);
+  packed_out_ = PackedLinear(out_->weight, out_->bias);
+  if (compression_ == Compression::kConv) {
+    const int64_t channels = heads_ * d_head_;
+    packed_compress_k_ =
+        PackedLinear(compress_k_->weight.view({channels, channels * cmem_rate_}), compress_k_->bias);
+    packed_compress_v_ =
+        PackedLinear(compress_v_->weight.view({channels, channels * cmem_rate_}), compress_v_->bias);
+  }
+}
+
+void RelativeAttentionImpl::ClearPositionTable() {
+  position_table_ = torch::Tensor();
+  packed_qkv_ = packed_out_ = packed_compress_k_ = packed_compress_v_ = PackedLinear();
 }
 
 torch::Tensor RelativeAttentionImpl::Compress(const torch::Tensor& grouped, bool keys) {
@@ -172,12 +186,15 @@ torch::Tensor RelativeAttentionImpl::Compress(const torch::Tensor& grouped, bool
       // inputs [B*n, H*dh*rate] (channel-major, then tap) times the kernel [H*dh, H*dh*rate]ᵀ.
       // (As a matmul it is also far cheaper than the convolution primitive for a few groups.)
       const torch::nn::Conv1d& conv = keys ? compress_k_ : compress_v_;
+      const PackedLinear& packed = keys ? packed_compress_k_ : packed_compress_v_;
       const int64_t channels = heads_ * d_head_;
       torch::Tensor inputs = grouped.view({batch, heads_, n, cmem_rate_, d_head_})
                                  .permute({0, 2, 1, 4, 3})  // [B, n, H, dh, rate]
                                  .reshape({batch * n, channels * cmem_rate_});
       torch::Tensor pooled =
-          torch::addmm(conv->bias, inputs, conv->weight.view({channels, channels * cmem_rate_}).t());
+          packed.Accepts(inputs) && !inputs.requires_grad()
+              ? packed.Apply(inputs)
+              : torch::addmm(conv->bias, inputs, conv->weight.view({channels, channels * cmem_rate_}).t());
       return pooled.view({batch, n, heads_, d_head_}).permute({0, 2, 1, 3});  // [B, H, n, dh]
     }
   }

@@ -22,6 +22,7 @@
 #include "engine/memory/segment_plan.h"
 #include "engine/model/decode_rows.h"
 #include "engine/model/model_config.h"
+#include "engine/model/small_matmul.h"
 
 namespace mnemo::model {
 
@@ -48,9 +49,10 @@ class RelativeAttentionImpl : public torch::nn::Module {
   torch::Tensor Decode(const torch::Tensor& x, int layer, DecodeRows& rows,
                        const ActiveRows& active, const torch::Tensor& sinusoid);
 
-  // Inference: computes the relative-position table once and reuses it until cleared.
+  // Inference: computes the relative-position table once, and packs the weights the decode
+  // path multiplies (small_matmul.h), and reuses them until cleared.
   void CachePositionTable(const torch::Tensor& sinusoid);
-  void ClearPositionTable() { position_table_ = torch::Tensor(); }
+  void ClearPositionTable();
 
   // Training: the attention-reconstruction loss of groups compressed since the last call.
   torch::Tensor TakeReconstructionLoss();
@@ -117,6 +119,8 @@ class RelativeAttentionImpl : public torch::nn::Module {
   torch::Tensor knn_scale_;            // [H], kNN layer only
   torch::Tensor knn_gate_;             // [H] gate logits b, kNN layer only
   torch::Tensor position_table_;       // cached [H, max_distance + 1, d_head]
+  // Decode's packed copies of qkv, out and (conv compression) the kernels viewed [C, C * rate].
+  PackedLinear packed_qkv_, packed_out_, packed_compress_k_, packed_compress_v_;
   torch::Tensor reconstruction_loss_;  // accumulated in training
 };
 TORCH_MODULE(RelativeAttention);

@@ -110,11 +110,11 @@ torch::Tensor TransformerImpl::Logits(const torch::Tensor& hidden) {
 }
 
 void TransformerImpl::CachePositionTables() {
-  for (TransformerBlock& block : blocks_) block->attention()->CachePositionTable(sinusoid_);
+  for (TransformerBlock& block : blocks_) block->CacheInferenceTensors(sinusoid_);
 }
 
 void TransformerImpl::ClearPositionTables() {
-  for (TransformerBlock& block : blocks_) block->attention()->ClearPositionTable();
+  for (TransformerBlock& block : blocks_) block->ClearInferenceTensors();
 }
 
 void TransformerImpl::InitializeWeights(uint64_t seed) {

@@ -21,6 +21,18 @@ torch::Tensor TransformerBlockImpl::forward(const torch::Tensor& h, memory::Laye
   return x + ff2_->forward(torch::gelu(ff1_->forward(normed)));
 }
 
+void TransformerBlockImpl::CacheInferenceTensors(const torch::Tensor& sinusoid) {
+  attn_->CachePositionTable(sinusoid);
+  packed_ff1_ = PackedLinear(ff1_->weight, ff1_->bias);
+  packed_ff2_ = PackedLinear(ff2_->weight, ff2_->bias);
+}
+
+void TransformerBlockImpl::ClearInferenceTensors() {
+  attn_->ClearPositionTable();
+  packed_ff1_ = PackedLinear();
+  packed_ff2_ = PackedLinear();
+}
+
 torch::Tensor TransformerBlockImpl::Decode(const torch::Tensor& h, int layer, DecodeRows& rows,
                                            const ActiveRows& active,
                                            const torch::Tensor& sinusoid,
@@ -31,6 +43,11 @@ torch::Tensor TransformerBlockImpl::Decode(const torch::Tensor& h, int layer, De
   torch::Tensor x = (active.all ? h : h.index_select(0, active.index)) + attended;  // [A, d]
   torch::Tensor normed = ln2_->forward(x);
   if (ffn_input != nullptr) *ffn_input = normed;
+  if (packed_ff1_.Accepts(normed)) {  // a few rows on the CPU: the packed kernel
+    torch::Tensor inner = torch::gelu(packed_ff1_.Apply(normed));
+    if (packed_ff2_.Accepts(inner)) return x + packed_ff2_.Apply(inner);
+    return x + ff2_->forward(inner);
+  }
   return x + ff2_->forward(torch::gelu(ff1_->forward(normed)));
 }
 

@@ -13,6 +13,7 @@
 #include "engine/model/decode_rows.h"
 #include "engine/model/model_config.h"
 #include "engine/model/relative_attention.h"
+#include "engine/model/small_matmul.h"
 
 namespace mnemo::model {
 
@@ -36,12 +37,18 @@ class TransformerBlockImpl : public torch::nn::Module {
 
   RelativeAttention& attention() { return attn_; }
 
+  // Inference: caches what serving derives from the weights (the attention's position table,
+  // the decode path's packed weights); training must clear them before changing the weights.
+  void CacheInferenceTensors(const torch::Tensor& sinusoid);
+  void ClearInferenceTensors();
+
  private:
   torch::nn::LayerNorm ln1_{nullptr};
   RelativeAttention attn_{nullptr};
   torch::nn::LayerNorm ln2_{nullptr};
   torch::nn::Linear ff1_{nullptr};  // d_model -> d_ff
   torch::nn::Linear ff2_{nullptr};  // d_ff -> d_model
+  PackedLinear packed_ff1_, packed_ff2_;  // decode's copies (small_matmul.h), when cached
 };
 TORCH_MODULE(TransformerBlock);
 

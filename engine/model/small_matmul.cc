@@ -1,0 +1,102 @@
+#include "engine/model/small_matmul.h"
+
+#include <c10/core/InferenceMode.h>
+
+#include <algorithm>
+#include <cstring>
+
+// The vector type never crosses a call boundary (everything below is inlined into Multiply), so
+// GCC's note that its calling convention depends on -mavx512f does not apply.
+#pragma GCC diagnostic ignored "-Wpsabi"
+
+namespace mnemo::model {
+namespace {
+
+// Sixteen floats; the compiler maps it to one AVX-512 register, two AVX2 ones, or four SSE.
+typedef float V16 __attribute__((vector_size(64)));
+
+inline __attribute__((always_inline)) V16 Load(const float* p) {
+  V16 v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+
+inline __attribute__((always_inline)) void Store(float* p, V16 v) {
+  std::memcpy(p, &v, sizeof(v));
+}
+
+// Rows [0, R) of x (R <= 4, row stride ldx) times columns [n0, n0 + 32) of wt [K, N], plus
+// bias, into y (row stride N).
+template <int R>
+inline __attribute__((always_inline)) void Tile(const float* x, int64_t ldx, int64_t k_size,
+                                                const float* wt, int64_t n_size, int64_t n0,
+                                                const float* bias, float* y) {
+  V16 acc[R][2];
+  const V16 zero = {};
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+    acc[r][0] = bias != nullptr ? Load(bias + n0) : zero;
+    acc[r][1] = bias != nullptr ? Load(bias + n0 + 16) : zero;
+  }
+  const float* w = wt + n0;
+  for (int64_t k = 0; k < k_size; ++k, w += n_size) {
+    const V16 w0 = Load(w), w1 = Load(w + 16);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      const float xv = x[r * ldx + k];
+      acc[r][0] += xv * w0;
+      acc[r][1] += xv * w1;
+    }
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+    Store(y + r * n_size + n0, acc[r][0]);
+    Store(y + r * n_size + n0 + 16, acc[r][1]);
+  }
+}
+
+__attribute__((target_clones("avx512f", "avx2", "default"))) void Multiply(
+    const float* x, int64_t ldx, int64_t m_size, int64_t k_size, const float* wt, int64_t n_size,
+    const float* bias, float* y) {
+  for (int64_t m = 0; m < m_size; m += 4) {
+    const int64_t rows = std::min<int64_t>(4, m_size - m);
+    const float* xm = x + m * ldx;
+    float* ym = y + m * n_size;
+    for (int64_t n0 = 0; n0 < n_size; n0 += PackedLinear::kColumns) {
+      switch (rows) {
+        case 4: Tile<4>(xm, ldx, k_size, wt, n_size, n0, bias, ym); break;
+        case 3: Tile<3>(xm, ldx, k_size, wt, n_size, n0, bias, ym); break;
+        case 2: Tile<2>(xm, ldx, k_size, wt, n_size, n0, bias, ym); break;
+        default: Tile<1>(xm, ldx, k_size, wt, n_size, n0, bias, ym); break;
+      }
+    }
+  }
+}
+
+}  // namespace
+
+PackedLinear::PackedLinear(const torch::Tensor& weight, const torch::Tensor& bias) {
+  if (!weight.defined() || weight.dim() != 2 || !weight.device().is_cpu() ||
+      weight.scalar_type() != torch::kFloat32 || weight.size(0) % kColumns != 0) {
+    return;
+  }
+  c10::InferenceMode inference;
+  wt_ = weight.detach().t().contiguous().clone();  // [K, N], a copy of its own
+  if (bias.defined()) bias_ = bias.detach().contiguous().clone();
+}
+
+bool PackedLinear::Accepts(const torch::Tensor& x) const {
+  return defined() && x.dim() == 2 && x.device().is_cpu() && x.scalar_type() == torch::kFloat32 &&
+         x.size(1) == wt_.size(0) && x.size(0) <= kMaxRows;
+}
+
+torch::Tensor PackedLinear::Apply(const torch::Tensor& x) const {
+  torch::Tensor rows = x.stride(1) == 1 ? x : x.contiguous();
+  const int64_t m = rows.size(0), k = wt_.size(0), n = wt_.size(1);
+  torch::Tensor y = torch::empty({m, n}, rows.options());
+  Multiply(rows.data_ptr<float>(), rows.stride(0), m, k, wt_.data_ptr<float>(), n,
+           bias_.defined() ? bias_.data_ptr<float>() : nullptr, y.data_ptr<float>());
+  return y;
+}
+
+}  // namespace mnemo::model

@@ -1,0 +1,46 @@
+// PackedLinear: y = x Wᵀ + b for the few rows of a decode step, on the CPU in float32.
+//
+// A decode step multiplies a handful of rows (one per session in a shard) by each weight
+// matrix. OpenBLAS is tuned for large products: at 8 rows a 256x1024 product runs at ~40
+// GFLOP/s on the 2-core development machine (it packs the whole matrix for every call), at 1
+// row ~60, at 64 rows ~130. This kernel keeps the weight transposed ([K, N], packed once when
+// the model is loaded) and streams it once per block of 4 rows, with the 4 x 32 outputs of a
+// tile in registers: no packing per call and no horizontal sums.
+//
+// Same function as torch::linear up to the order of float additions. Thread-safety: Apply is
+// const (concurrent calls are fine); the weights are copied at construction.
+#ifndef MNEMO_ENGINE_MODEL_SMALL_MATMUL_H_
+#define MNEMO_ENGINE_MODEL_SMALL_MATMUL_H_
+
+#include <torch/types.h>
+
+#include <cstdint>
+
+namespace mnemo::model {
+
+class PackedLinear {
+ public:
+  PackedLinear() = default;  // undefined: Apply must not be called
+  // weight [N, K] (torch::nn::Linear's layout, or a conv kernel viewed so), bias [N] or
+  // undefined. Packs only float32 CPU weights with N a multiple of kColumns; otherwise stays
+  // undefined (callers fall back to LibTorch).
+  PackedLinear(const torch::Tensor& weight, const torch::Tensor& bias);
+
+  bool defined() const { return wt_.defined(); }
+  // Whether Apply takes x: float32 on the CPU, [M, K] with M <= kMaxRows (above it a BLAS
+  // product is as fast).
+  bool Accepts(const torch::Tensor& x) const;
+  // x [M, K] -> [M, N] float32 (x need not be contiguous).
+  torch::Tensor Apply(const torch::Tensor& x) const;
+
+  static constexpr int64_t kColumns = 32;   // outputs per tile (N must be a multiple)
+  static constexpr int64_t kMaxRows = 32;
+
+ private:
+  torch::Tensor wt_;    // [K, N] contiguous
+  torch::Tensor bias_;  // [N] contiguous, or undefined
+};
+
+}  // namespace mnemo::model
+
+#endif  // MNEMO_ENGINE_MODEL_SMALL_MATMUL_H_

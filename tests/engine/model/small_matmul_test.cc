@@ -1,0 +1,60 @@
+// PackedLinear against torch::linear: every row count up to kMaxRows (full and partial blocks of
+// 4), with and without bias, K not a multiple of anything, strided inputs; shapes it does not
+// take are refused rather than computed wrongly.
+#include "engine/model/small_matmul.h"
+
+#include <ATen/Context.h>
+#include <gtest/gtest.h>
+#include <torch/types.h>
+
+namespace mnemo::model {
+namespace {
+
+TEST(PackedLinearTest, MatchesTorchLinear) {
+  at::manual_seed(3);
+  for (int64_t k : {7, 256, 1024}) {
+    for (int64_t n : {32, 96, 768}) {
+      torch::Tensor w = torch::randn({n, k}) / std::sqrt(static_cast<double>(k));
+      torch::Tensor b = torch::randn({n});
+      PackedLinear with_bias(w, b), without(w, torch::Tensor());
+      for (int64_t m = 1; m <= PackedLinear::kMaxRows; m += (m < 9 ? 1 : 7)) {
+        torch::Tensor x = torch::randn({m, k});
+        ASSERT_TRUE(with_bias.Accepts(x));
+        EXPECT_LT((with_bias.Apply(x) - torch::linear(x, w, b)).abs().max().item<float>(), 1e-4)
+            << "m " << m << " k " << k << " n " << n;
+        EXPECT_LT((without.Apply(x) - torch::linear(x, w)).abs().max().item<float>(), 1e-4)
+            << "m " << m << " k " << k << " n " << n;
+      }
+    }
+  }
+}
+
+TEST(PackedLinearTest, TakesRowsOfAWiderTensor) {
+  torch::Tensor w = torch::randn({64, 16});
+  PackedLinear packed(w, torch::Tensor());
+  torch::Tensor wide = torch::randn({5, 40});
+  torch::Tensor x = wide.narrow(1, 3, 16);  // row stride 40
+  EXPECT_LT((packed.Apply(x) - torch::linear(x, w)).abs().max().item<float>(), 1e-5);
+}
+
+TEST(PackedLinearTest, RefusesWhatItCannotCompute) {
+  EXPECT_FALSE(PackedLinear(torch::randn({33, 8}), torch::Tensor()).defined());  // N % 32
+  EXPECT_FALSE(PackedLinear(torch::randn({32, 8}, torch::kFloat64), torch::Tensor()).defined());
+  PackedLinear packed(torch::randn({32, 8}), torch::Tensor());
+  ASSERT_TRUE(packed.defined());
+  EXPECT_FALSE(packed.Accepts(torch::randn({2, 9})));                         // K differs
+  EXPECT_FALSE(packed.Accepts(torch::randn({PackedLinear::kMaxRows + 1, 8})));  // too many rows
+  EXPECT_FALSE(packed.Accepts(torch::randn({2, 8}, torch::kFloat64)));
+}
+
+TEST(PackedLinearTest, KeepsItsOwnCopyOfTheWeights) {
+  torch::Tensor w = torch::randn({32, 8});
+  PackedLinear packed(w, torch::Tensor());
+  torch::Tensor x = torch::randn({3, 8});
+  torch::Tensor before = packed.Apply(x);
+  w.mul_(2);
+  EXPECT_LT((packed.Apply(x) - before).abs().max().item<float>(), 1e-7);
+}
+
+}  // namespace
+}  // namespace mnemo::model
