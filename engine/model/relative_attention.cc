@@ -192,7 +192,7 @@ torch::Tensor RelativeAttentionImpl::Compress(const torch::Tensor& grouped, bool
                                  .permute({0, 2, 1, 4, 3})  // [B, n, H, dh, rate]
                                  .reshape({batch * n, channels * cmem_rate_});
       torch::Tensor pooled =
-          packed.Accepts(inputs) && !inputs.requires_grad()
+          packed.Accepts(inputs)
               ? packed.Apply(inputs)
               : torch::addmm(conv->bias, inputs, conv->weight.view({channels, channels * cmem_rate_}).t());
       return pooled.view({batch, n, heads_, d_head_}).permute({0, 2, 1, 3});  // [B, H, n, dh]
@@ -206,7 +206,9 @@ torch::Tensor RelativeAttentionImpl::forward(const torch::Tensor& x, memory::Lay
                                              const torch::Tensor& sinusoid) {
   const int64_t batch = x.size(0), length = x.size(1);
   // [B, S, 3 * H * dh] -> 3 x [B, H, S, dh]
-  auto qkv = qkv_->forward(x).view({batch, length, 3, heads_, d_head_}).permute({2, 0, 3, 1, 4});
+  auto qkv = LinearForward(qkv_, packed_qkv_, x)
+                 .view({batch, length, 3, heads_, d_head_})
+                 .permute({2, 0, 3, 1, 4});
   torch::Tensor q = qkv[0], k = qkv[1], v = qkv[2];
 
   // Append: O(S * d) writes into the preallocated rings.
@@ -265,7 +267,8 @@ torch::Tensor RelativeAttentionImpl::forward(const torch::Tensor& x, memory::Lay
     y = MixKnn(q, k, v, y, memory, plan);
   }
   // [B, H, S, dh] -> [B, S, H * dh] -> [B, S, d_model]
-  return out_->forward(y.transpose(1, 2).reshape({batch, length, heads_ * d_head_}));
+  return LinearForward(out_, packed_out_,
+                       y.transpose(1, 2).reshape({batch, length, heads_ * d_head_}));
 }
 
 }  // namespace mnemo::model

@@ -232,8 +232,7 @@ torch::Tensor RelativeAttentionImpl::Decode(const torch::Tensor& x, int layer, D
                                             const torch::Tensor& sinusoid) {
   const int64_t batch = x.size(0);
   // [B, 3 * H * dh] -> 3 x [B, H, dh]
-  torch::Tensor qkv =
-      (packed_qkv_.Accepts(x) ? packed_qkv_.Apply(x) : qkv_->forward(x)).view({batch, 3, heads_, d_head_});
+  torch::Tensor qkv = LinearForward(qkv_, packed_qkv_, x).view({batch, 3, heads_, d_head_});
   torch::Tensor q = qkv.select(1, 0), k = qkv.select(1, 1), v = qkv.select(1, 2);
   DecodeAppend(k, v, layer, rows);
   if (active.rows.empty()) return torch::zeros({0, x.size(1)}, x.options());
@@ -260,8 +259,7 @@ torch::Tensor RelativeAttentionImpl::Decode(const torch::Tensor& x, int layer, D
   }
   y = y.transpose(0, 1);  // [A, H, dh]
   if (knn_scale_.defined()) y = DecodeMixKnn(q_active, y, layer, rows, active);
-  torch::Tensor heads = y.reshape({count, heads_ * d_head_});
-  return packed_out_.Accepts(heads) ? packed_out_.Apply(heads) : out_->forward(heads);  // [A, d]
+  return LinearForward(out_, packed_out_, y.reshape({count, heads_ * d_head_}));  // [A, d_model]
 }
 
 }  // namespace mnemo::model

@@ -1,9 +1,12 @@
 #include "engine/model/small_matmul.h"
 
+#include <ATen/Parallel.h>
+#include <c10/core/GradMode.h>
 #include <c10/core/InferenceMode.h>
 
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 // The vector type never crosses a call boundary (everything below is inlined into Multiply), so
 // GCC's note that its calling convention depends on -mavx512f does not apply.
@@ -55,10 +58,11 @@ inline __attribute__((always_inline)) void Tile(const float* x, int64_t ldx, int
   }
 }
 
+// Rows [m_begin, m_end) of x (m_begin a multiple of 4).
 __attribute__((target_clones("avx512f", "avx2", "default"))) void Multiply(
-    const float* x, int64_t ldx, int64_t m_size, int64_t k_size, const float* wt, int64_t n_size,
-    const float* bias, float* y) {
-  for (int64_t m = 0; m < m_size; m += 4) {
+    const float* x, int64_t ldx, int64_t m_begin, int64_t m_size, int64_t k_size,
+    const float* wt, int64_t n_size, const float* bias, float* y) {
+  for (int64_t m = m_begin; m < m_size; m += 4) {
     const int64_t rows = std::min<int64_t>(4, m_size - m);
     const float* xm = x + m * ldx;
     float* ym = y + m * n_size;
@@ -86,17 +90,35 @@ PackedLinear::PackedLinear(const torch::Tensor& weight, const torch::Tensor& bia
 }
 
 bool PackedLinear::Accepts(const torch::Tensor& x) const {
-  return defined() && x.dim() == 2 && x.device().is_cpu() && x.scalar_type() == torch::kFloat32 &&
-         x.size(1) == wt_.size(0) && x.size(0) <= kMaxRows;
+  return defined() && x.dim() >= 1 && x.device().is_cpu() && x.scalar_type() == torch::kFloat32 &&
+         x.size(-1) == wt_.size(0) && !(c10::GradMode::is_enabled() && x.requires_grad());
 }
 
 torch::Tensor PackedLinear::Apply(const torch::Tensor& x) const {
-  torch::Tensor rows = x.stride(1) == 1 ? x : x.contiguous();
-  const int64_t m = rows.size(0), k = wt_.size(0), n = wt_.size(1);
+  const int64_t k = wt_.size(0), n = wt_.size(1);
+  torch::Tensor rows = x.reshape({-1, k});
+  if (rows.stride(1) != 1) rows = rows.contiguous();
+  const int64_t m = rows.size(0);
   torch::Tensor y = torch::empty({m, n}, rows.options());
-  Multiply(rows.data_ptr<float>(), rows.stride(0), m, k, wt_.data_ptr<float>(), n,
-           bias_.defined() ? bias_.data_ptr<float>() : nullptr, y.data_ptr<float>());
-  return y;
+  const float* xp = rows.data_ptr<float>();
+  const int64_t ldx = rows.stride(0);
+  const float* bias = bias_.defined() ? bias_.data_ptr<float>() : nullptr;
+  float* yp = y.data_ptr<float>();
+  // Blocks of 4 rows; a thread takes at least ~4 MFLOP of them (a few hundred microseconds),
+  // so decode-sized products stay on the calling thread.
+  const int64_t blocks = (m + 3) / 4;
+  const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 22) / std::max<int64_t>(8 * k * n, 1));
+  at::parallel_for(0, blocks, grain, [&](int64_t begin, int64_t end) {
+    Multiply(xp, ldx, begin * 4, std::min(end * 4, m), k, wt_.data_ptr<float>(), n, bias, yp);
+  });
+  std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end());
+  shape.back() = n;
+  return y.view(shape);
+}
+
+torch::Tensor LinearForward(torch::nn::Linear& linear, const PackedLinear& packed,
+                            const torch::Tensor& x) {
+  return packed.Accepts(x) ? packed.Apply(x) : linear->forward(x);
 }
 
 }  // namespace mnemo::model

@@ -18,7 +18,11 @@ torch::Tensor TransformerBlockImpl::forward(const torch::Tensor& h, memory::Laye
   torch::Tensor x = h + attn_->forward(ln1_->forward(h), memory, plan, sinusoid);
   torch::Tensor normed = ln2_->forward(x);
   if (ffn_input != nullptr) *ffn_input = normed;
-  return x + ff2_->forward(torch::gelu(ff1_->forward(normed)));
+  return x + FeedForward(normed);
+}
+
+torch::Tensor TransformerBlockImpl::FeedForward(const torch::Tensor& normed) {
+  return LinearForward(ff2_, packed_ff2_, torch::gelu(LinearForward(ff1_, packed_ff1_, normed)));
 }
 
 void TransformerBlockImpl::CacheInferenceTensors(const torch::Tensor& sinusoid) {
@@ -43,12 +47,7 @@ torch::Tensor TransformerBlockImpl::Decode(const torch::Tensor& h, int layer, De
   torch::Tensor x = (active.all ? h : h.index_select(0, active.index)) + attended;  // [A, d]
   torch::Tensor normed = ln2_->forward(x);
   if (ffn_input != nullptr) *ffn_input = normed;
-  if (packed_ff1_.Accepts(normed)) {  // a few rows on the CPU: the packed kernel
-    torch::Tensor inner = torch::gelu(packed_ff1_.Apply(normed));
-    if (packed_ff2_.Accepts(inner)) return x + packed_ff2_.Apply(inner);
-    return x + ff2_->forward(inner);
-  }
-  return x + ff2_->forward(torch::gelu(ff1_->forward(normed)));
+  return x + FeedForward(normed);
 }
 
 }  // namespace mnemo::model

@@ -43,6 +43,9 @@ class TransformerBlockImpl : public torch::nn::Module {
   void ClearInferenceTensors();
 
  private:
+  // ff2(gelu(ff1(x))), through the packed weights when cached (inference).
+  torch::Tensor FeedForward(const torch::Tensor& normed);
+
   torch::nn::LayerNorm ln1_{nullptr};
   RelativeAttention attn_{nullptr};
   torch::nn::LayerNorm ln2_{nullptr};

@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 #include <torch/types.h>
 
+#include <vector>
+
 namespace mnemo::model {
 namespace {
 
@@ -17,7 +19,7 @@ TEST(PackedLinearTest, MatchesTorchLinear) {
       torch::Tensor w = torch::randn({n, k}) / std::sqrt(static_cast<double>(k));
       torch::Tensor b = torch::randn({n});
       PackedLinear with_bias(w, b), without(w, torch::Tensor());
-      for (int64_t m = 1; m <= PackedLinear::kMaxRows; m += (m < 9 ? 1 : 7)) {
+      for (int64_t m = 1; m <= 300; m += (m < 9 ? 1 : m < 40 ? 7 : 97)) {
         torch::Tensor x = torch::randn({m, k});
         ASSERT_TRUE(with_bias.Accepts(x));
         EXPECT_LT((with_bias.Apply(x) - torch::linear(x, w, b)).abs().max().item<float>(), 1e-4)
@@ -43,8 +45,22 @@ TEST(PackedLinearTest, RefusesWhatItCannotCompute) {
   PackedLinear packed(torch::randn({32, 8}), torch::Tensor());
   ASSERT_TRUE(packed.defined());
   EXPECT_FALSE(packed.Accepts(torch::randn({2, 9})));                         // K differs
-  EXPECT_FALSE(packed.Accepts(torch::randn({PackedLinear::kMaxRows + 1, 8})));  // too many rows
+  torch::Tensor trained = torch::randn({2, 8}).requires_grad_();
+  EXPECT_FALSE(packed.Accepts(trained));  // autograd needs the LibTorch op
   EXPECT_FALSE(packed.Accepts(torch::randn({2, 8}, torch::kFloat64)));
+}
+
+TEST(PackedLinearTest, TakesAnyLeadingShapeAndThreads) {
+  at::manual_seed(4);
+  torch::Tensor w = torch::randn({1024, 256}) / 16.0;
+  PackedLinear packed(w, torch::Tensor());
+  torch::Tensor x = torch::randn({2, 150, 256});  // a batch of segments, rows over two threads
+  const int threads = at::get_num_threads();
+  at::set_num_threads(2);
+  torch::Tensor y = packed.Apply(x);
+  at::set_num_threads(threads);
+  ASSERT_EQ(y.sizes(), (std::vector<int64_t>{2, 150, 1024}));
+  EXPECT_LT((y - torch::linear(x, w)).abs().max().item<float>(), 1e-4);
 }
 
 TEST(PackedLinearTest, KeepsItsOwnCopyOfTheWeights) {
