@@ -81,12 +81,18 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void Multiply(
 
 PackedLinear::PackedLinear(const torch::Tensor& weight, const torch::Tensor& bias) {
   if (!weight.defined() || weight.dim() != 2 || !weight.device().is_cpu() ||
-      weight.scalar_type() != torch::kFloat32 || weight.size(0) % kColumns != 0) {
+      weight.scalar_type() != torch::kFloat32) {
     return;
   }
   c10::InferenceMode inference;
-  wt_ = weight.detach().t().contiguous().clone();  // [K, N], a copy of its own
-  if (bias.defined()) bias_ = bias.detach().contiguous().clone();
+  outputs_ = weight.size(0);
+  const int64_t padded = (outputs_ + kColumns - 1) / kColumns * kColumns;
+  wt_ = torch::zeros({weight.size(1), padded}, weight.options());  // [K, N padded], its own copy
+  wt_.narrow(1, 0, outputs_).copy_(weight.detach().t());
+  if (bias.defined()) {
+    bias_ = torch::zeros({padded}, bias.options());
+    bias_.narrow(0, 0, outputs_).copy_(bias.detach());
+  }
 }
 
 bool PackedLinear::Accepts(const torch::Tensor& x) const {
@@ -112,7 +118,8 @@ torch::Tensor PackedLinear::Apply(const torch::Tensor& x) const {
     Multiply(xp, ldx, begin * 4, std::min(end * 4, m), k, wt_.data_ptr<float>(), n, bias, yp);
   });
   std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end());
-  shape.back() = n;
+  shape.back() = outputs_;
+  if (outputs_ != n) y = y.narrow(1, 0, outputs_);  // padding columns dropped (a strided view)
   return y.view(shape);
 }
 

@@ -27,8 +27,8 @@ class PackedLinear {
  public:
   PackedLinear() = default;  // undefined: Apply must not be called
   // weight [N, K] (torch::nn::Linear's layout, or a conv kernel viewed so), bias [N] or
-  // undefined. Packs only float32 CPU weights with N a multiple of kColumns; otherwise stays
-  // undefined (callers fall back to LibTorch).
+  // undefined. Packs only float32 CPU weights; otherwise stays undefined (callers fall back to
+  // LibTorch). N is padded with zero columns to a multiple of kColumns inside.
   PackedLinear(const torch::Tensor& weight, const torch::Tensor& bias);
 
   bool defined() const { return wt_.defined(); }
@@ -37,11 +37,12 @@ class PackedLinear {
   // x [..., K] -> [..., N] float32.
   torch::Tensor Apply(const torch::Tensor& x) const;
 
-  static constexpr int64_t kColumns = 32;  // outputs per tile (N must be a multiple)
+  static constexpr int64_t kColumns = 32;  // outputs per tile
 
  private:
-  torch::Tensor wt_;    // [K, N] contiguous
-  torch::Tensor bias_;  // [N] contiguous, or undefined
+  torch::Tensor wt_;    // [K, N padded] contiguous
+  torch::Tensor bias_;  // [N padded] contiguous, or undefined
+  int64_t outputs_ = 0;  // N
 };
 
 // linear(x) through `packed` when it takes x, else the module.

@@ -106,15 +106,19 @@ torch::Tensor TransformerImpl::TakeReconstructionLoss() {
 }
 
 torch::Tensor TransformerImpl::Logits(const torch::Tensor& hidden) {
-  return torch::matmul(final_norm_->forward(hidden), embedding_->weight.t());
+  torch::Tensor normed = final_norm_->forward(hidden);
+  if (packed_head_.Accepts(normed)) return packed_head_.Apply(normed);
+  return torch::matmul(normed, embedding_->weight.t());
 }
 
 void TransformerImpl::CachePositionTables() {
   for (TransformerBlock& block : blocks_) block->CacheInferenceTensors(sinusoid_);
+  packed_head_ = PackedLinear(embedding_->weight, torch::Tensor());
 }
 
 void TransformerImpl::ClearPositionTables() {
   for (TransformerBlock& block : blocks_) block->ClearInferenceTensors();
+  packed_head_ = PackedLinear();
 }
 
 void TransformerImpl::InitializeWeights(uint64_t seed) {

@@ -13,6 +13,7 @@
 
 #include "engine/memory/session_memory.h"
 #include "engine/model/model_config.h"
+#include "engine/model/small_matmul.h"
 #include "engine/model/transformer_block.h"
 
 namespace mnemo::model {
@@ -60,7 +61,8 @@ class TransformerImpl : public torch::nn::Module {
   torch::Tensor Embed(const torch::Tensor& tokens) { return embedding_->forward(tokens); }
   const torch::Tensor& sinusoid() const { return sinusoid_; }  // [max_distance + 1, d_model]
 
-  // Inference: precompute the per-layer relative-position tables (weights must not change).
+  // Inference: precompute the per-layer relative-position tables and pack the weights the
+  // serving paths multiply (small_matmul.h); the weights must not change until cleared.
   void CachePositionTables();
   void ClearPositionTables();
 
@@ -74,6 +76,7 @@ class TransformerImpl : public torch::nn::Module {
   torch::nn::ModuleList block_list_{nullptr};
   torch::nn::LayerNorm final_norm_{nullptr};
   torch::Tensor sinusoid_;  // buffer [max_distance + 1, d_model]; not saved
+  PackedLinear packed_head_;  // the tied head, packed (inference)
 };
 TORCH_MODULE(Transformer);
 
