@@ -192,7 +192,7 @@ torch::Tensor RelativeAttentionImpl::Compress(const torch::Tensor& grouped, bool
                                  .permute({0, 2, 1, 4, 3})  // [B, n, H, dh, rate]
                                  .reshape({batch * n, channels * cmem_rate_});
       torch::Tensor pooled =
-          packed.Accepts(inputs)
+          packed.Accepts(inputs) && packed.Current(conv->weight, conv->bias)
               ? packed.Apply(inputs)
               : torch::addmm(conv->bias, inputs, conv->weight.view({channels, channels * cmem_rate_}).t());
       return pooled.view({batch, n, heads_, d_head_}).permute({0, 2, 1, 3});  // [B, H, n, dh]

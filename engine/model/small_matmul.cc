@@ -84,6 +84,12 @@ PackedLinear::PackedLinear(const torch::Tensor& weight, const torch::Tensor& bia
       weight.scalar_type() != torch::kFloat32) {
     return;
   }
+  weight_source_ = weight.unsafeGetTensorImpl();
+  weight_version_ = weight._version();
+  if (bias.defined()) {
+    bias_source_ = bias.unsafeGetTensorImpl();
+    bias_version_ = bias._version();
+  }
   c10::InferenceMode inference;
   outputs_ = weight.size(0);
   const int64_t padded = (outputs_ + kColumns - 1) / kColumns * kColumns;
@@ -93,6 +99,15 @@ PackedLinear::PackedLinear(const torch::Tensor& weight, const torch::Tensor& bia
     bias_ = torch::zeros({padded}, bias.options());
     bias_.narrow(0, 0, outputs_).copy_(bias.detach());
   }
+}
+
+bool PackedLinear::Current(const torch::Tensor& weight, const torch::Tensor& bias) const {
+  if (!defined() || weight.unsafeGetTensorImpl() != weight_source_ ||
+      weight._version() != weight_version_) {
+    return false;
+  }
+  if (!bias.defined()) return bias_source_ == nullptr;
+  return bias.unsafeGetTensorImpl() == bias_source_ && bias._version() == bias_version_;
 }
 
 bool PackedLinear::Accepts(const torch::Tensor& x) const {
@@ -125,7 +140,8 @@ torch::Tensor PackedLinear::Apply(const torch::Tensor& x) const {
 
 torch::Tensor LinearForward(torch::nn::Linear& linear, const PackedLinear& packed,
                             const torch::Tensor& x) {
-  return packed.Accepts(x) ? packed.Apply(x) : linear->forward(x);
+  return packed.Accepts(x) && packed.Current(linear->weight, linear->bias) ? packed.Apply(x)
+                                                                          : linear->forward(x);
 }
 
 }  // namespace mnemo::model

@@ -11,8 +11,10 @@
 // so Forward uses it too; blocks of rows spread over LibTorch's intra-op threads when the product
 // is large enough to pay for waking them.
 //
-// Same function as torch::linear up to the order of float additions. Thread-safety: Apply is
-// const (concurrent calls are fine); the weights are copied at construction.
+// Same function as torch::linear up to the order of float additions. The copy remembers which
+// tensors it was made from and their version counters: if they change in place afterwards
+// (a test sharpening a loaded model, say), Current() turns false and callers use LibTorch.
+// Thread-safety: Apply is const (concurrent calls are fine).
 #ifndef MNEMO_ENGINE_MODEL_SMALL_MATMUL_H_
 #define MNEMO_ENGINE_MODEL_SMALL_MATMUL_H_
 
@@ -32,6 +34,9 @@ class PackedLinear {
   PackedLinear(const torch::Tensor& weight, const torch::Tensor& bias);
 
   bool defined() const { return wt_.defined(); }
+  // Whether this is still a copy of `weight` and `bias` as they are now (same tensors, not
+  // modified in place since).
+  bool Current(const torch::Tensor& weight, const torch::Tensor& bias) const;
   // Whether Apply takes x: float32 on the CPU, [..., K], outside autograd (inference only).
   bool Accepts(const torch::Tensor& x) const;
   // x [..., K] -> [..., N] float32.
@@ -43,9 +48,12 @@ class PackedLinear {
   torch::Tensor wt_;    // [K, N padded] contiguous
   torch::Tensor bias_;  // [N padded] contiguous, or undefined
   int64_t outputs_ = 0;  // N
+  const void* weight_source_ = nullptr;  // the TensorImpl copied, and its version then
+  const void* bias_source_ = nullptr;
+  uint32_t weight_version_ = 0, bias_version_ = 0;
 };
 
-// linear(x) through `packed` when it takes x, else the module.
+// linear(x) through `packed` when it takes x and is current, else the module.
 torch::Tensor LinearForward(torch::nn::Linear& linear, const PackedLinear& packed,
                             const torch::Tensor& x);
 

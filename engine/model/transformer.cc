@@ -107,7 +107,9 @@ torch::Tensor TransformerImpl::TakeReconstructionLoss() {
 
 torch::Tensor TransformerImpl::Logits(const torch::Tensor& hidden) {
   torch::Tensor normed = final_norm_->forward(hidden);
-  if (packed_head_.Accepts(normed)) return packed_head_.Apply(normed);
+  if (packed_head_.Accepts(normed) && packed_head_.Current(embedding_->weight, torch::Tensor())) {
+    return packed_head_.Apply(normed);
+  }
   return torch::matmul(normed, embedding_->weight.t());
 }
 

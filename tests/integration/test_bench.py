@@ -213,9 +213,12 @@ class BenchAgainstServerTest(BenchTestBase):
         [level] = self.load_json()["levels"]
         self.assertEqual(level["stopped"], "interrupted")
         # The requests in flight (one per stream, unless one had just ended) were cancelled,
-        # not left running, and no new one started.
-        self.assertIn(level["errors"]["CANCELLED"]["count"], (1, 2))
-        self.assertLessEqual(level["requests"]["total"], 4)
+        # not left running, and nothing else failed. (How many completed before the signal
+        # depends on the server's speed and on where the random model emits EOS.)
+        cancelled = level["errors"]["CANCELLED"]["count"]
+        self.assertIn(cancelled, (1, 2))
+        self.assertEqual(level["requests"]["failed"], cancelled)
+        self.assertEqual(level["requests"]["total"], level["requests"]["ok"] + cancelled)
         self.assertEqual(self.server.proc.poll(), None)
 
 

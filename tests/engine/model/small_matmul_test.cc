@@ -62,13 +62,29 @@ TEST(PackedLinearTest, TakesAnyLeadingShapeAndThreads) {
   EXPECT_LT((y - torch::linear(x, w)).abs().max().item<float>(), 1e-4);
 }
 
-TEST(PackedLinearTest, KeepsItsOwnCopyOfTheWeights) {
-  torch::Tensor w = torch::randn({32, 8});
-  PackedLinear packed(w, torch::Tensor());
+TEST(PackedLinearTest, KeepsItsOwnCopyAndKnowsWhenTheWeightsChange) {
+  torch::Tensor w = torch::randn({32, 8}), b = torch::randn({32});
+  PackedLinear packed(w, b);
+  EXPECT_TRUE(packed.Current(w, b));
+  EXPECT_FALSE(packed.Current(w.clone(), b));  // another tensor
+  EXPECT_FALSE(packed.Current(w, torch::Tensor()));
   torch::Tensor x = torch::randn({3, 8});
   torch::Tensor before = packed.Apply(x);
   w.mul_(2);
+  EXPECT_FALSE(packed.Current(w, b));
   EXPECT_LT((packed.Apply(x) - before).abs().max().item<float>(), 1e-7);
+  b.add_(1);
+  EXPECT_FALSE(PackedLinear(w, torch::Tensor()).Current(w, b));
+}
+
+TEST(PackedLinearTest, LinearForwardFollowsWeightsChangedInPlace) {
+  torch::nn::Linear linear(8, 64);
+  PackedLinear packed(linear->weight, linear->bias);
+  torch::Tensor x = torch::randn({2, 8});
+  torch::NoGradGuard no_grad;
+  EXPECT_LT((LinearForward(linear, packed, x) - linear->forward(x)).abs().max().item<float>(), 1e-5);
+  linear->weight.mul_(3);
+  EXPECT_LT((LinearForward(linear, packed, x) - linear->forward(x)).abs().max().item<float>(), 1e-5);
 }
 
 }  // namespace
