@@ -41,10 +41,17 @@ inline __attribute__((always_inline)) void Axpy(float alpha, const float* __rest
 
 // One (row, head): scores into `scores` (resized), then the weighted sum into out [dh].
 __attribute__((target_clones("avx512f", "avx2", "default"))) void AttendOne(
-    const float* qu, const float* qv, const float* table, int64_t d_head,
+    const float* u_bias, const float* v_bias, float scale, const float* table, int64_t d_head,
     const HostAttentionRow& row, int64_t head, std::vector<float>& scores, float* out) {
   const int64_t width = static_cast<int64_t>(row.distances.size());
-  scores.resize(width);
+  scores.resize(width + 2 * d_head);
+  float* qu = scores.data() + width;  // the scaled queries, after the scores
+  float* qv = qu + d_head;
+  const float* q = row.query + head * row.query_head_stride;
+  for (int64_t i = 0; i < d_head; ++i) {
+    qu[i] = (q[i] + u_bias[i]) * scale;
+    qv[i] = (q[i] + v_bias[i]) * scale;
+  }
   const float* k_raw = row.k_raw + head * row.raw_capacity * d_head;
   const float* k_cmp = row.k_cmp == nullptr ? nullptr : row.k_cmp + head * row.cmp_capacity * d_head;
   float max_score = -std::numeric_limits<float>::infinity();
@@ -79,7 +86,7 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void AttendOne(
 
 }  // namespace
 
-void HostAttention(const float* qu, const float* qv, const float* table,
+void HostAttention(const float* u_bias, const float* v_bias, const float* table,
                    const HostAttentionShape& shape, absl::Span<const HostAttentionRow> rows,
                    float* y) {
   const int64_t count = static_cast<int64_t>(rows.size());
@@ -95,9 +102,8 @@ void HostAttention(const float* qu, const float* qv, const float* table,
     std::vector<float> scores;
     for (int64_t item = begin; item < end; ++item) {
       const int64_t h = item / count, a = item % count;
-      const int64_t offset = (h * count + a) * dh;  // [H, A, dh]
-      AttendOne(qu + offset, qv + offset, table + h * shape.table_rows * dh, dh, rows[a], h,
-                scores, y + offset);
+      AttendOne(u_bias + h * dh, v_bias + h * dh, shape.scale, table + h * shape.table_rows * dh,
+                dh, rows[a], h, scores, y + (a * heads + h) * dh);  // y [A, H * dh]
     }
   });
 }

@@ -3,9 +3,10 @@
 // when the rings are host float32 (DecodeRows::host); it replaces a dozen small LibTorch ops per
 // row and layer (each a dispatch, an allocation and often a thread wake-up) with one pass.
 //
-// For row a and head h, over the row's visible slots j (spans, raw first):
-//   s_j    = qu[h, a] . k_j + qv[h, a] . table[h, dist_j]     (queries already scaled)
-//   y[h, a] = sum_j softmax(s)_j v_j
+// For row a and head h, over the row's visible slots j (spans, raw first), with
+// qu = (q + u_h) * scale and qv = (q + v_h) * scale formed here from the row's raw query q:
+//   s_j     = qu . k_j + qv . table[h, dist_j]
+//   y[a, h] = sum_j softmax(s)_j v_j
 // which is the LibTorch path's function (it gathers the distance term from qv . tableᵀ over
 // every distance); here the distance term is computed only for the distances the row uses.
 // (row, head) pairs run in parallel on LibTorch's intra-op thread pool.
@@ -23,6 +24,8 @@ namespace mnemo::model {
 
 // One row's rings for the layer being decoded (a batch-1 memory's, contiguous).
 struct HostAttentionRow {
+  const float* query = nullptr;  // head h's query at query + h * query_head_stride, [dh] each
+  int64_t query_head_stride = 0;
   const float* k_raw = nullptr;  // [H, raw_capacity, dh]
   const float* v_raw = nullptr;
   const float* k_cmp = nullptr;  // [H, cmp_capacity, dh]; null without a compressed memory
@@ -37,12 +40,13 @@ struct HostAttentionShape {
   int64_t heads = 0;
   int64_t d_head = 0;
   int64_t table_rows = 0;  // D = max_distance + 1
+  float scale = 1.0f;      // 1 / sqrt(d_head)
 };
 
-// qu, qv: [H, A, dh] contiguous; table: [H, D, dh] contiguous; rows: [A]; y: [H, A, dh],
-// written. A row with no visible slot gets y = 0 (cannot happen in decode: a query always sees
-// its own position).
-void HostAttention(const float* qu, const float* qv, const float* table,
+// u_bias, v_bias: [H, dh]; table: [H, D, dh] contiguous; rows: [A]; y: [A, H * dh] (the
+// output projection's input), written. A row with no visible slot gets y = 0 (cannot happen
+// in decode: a query always sees its own position).
+void HostAttention(const float* u_bias, const float* v_bias, const float* table,
                    const HostAttentionShape& shape, absl::Span<const HostAttentionRow> rows,
                    float* y);
 

@@ -88,11 +88,11 @@ class RelativeAttentionImpl : public torch::nn::Module {
   void DecodeAppend(const torch::Tensor& k, const torch::Tensor& v, int layer, DecodeRows& rows);
   torch::Tensor DecodeAttendPerRow(const torch::Tensor& qu, const torch::Tensor& bd, int layer,
                                    DecodeRows& rows, const ActiveRows& active);
-  // DecodeRows::host: the same over the rings in place (host_attention.h); qv [H, A, dh] the
-  // scaled (q + v), table [H, D, dh] contiguous.
-  torch::Tensor DecodeAttendHost(const torch::Tensor& qu, const torch::Tensor& qv,
-                                 const torch::Tensor& table, int layer, DecodeRows& rows,
-                                 const ActiveRows& active);
+  // DecodeRows::host: the same over the rings in place (host_attention.h), from every row's
+  // raw query q [B, H, dh] (the kernel adds the biases and the scale); table [H, D, dh]
+  // contiguous. Returns [A, H * dh].
+  torch::Tensor DecodeAttendHost(const torch::Tensor& q, const torch::Tensor& table, int layer,
+                                 DecodeRows& rows, const ActiveRows& active);
   torch::Tensor DecodeAttendPadded(const torch::Tensor& qu, const torch::Tensor& bd, int layer,
                                    DecodeRows& rows, const ActiveRows& active);
   // y [A, H, dh] mixed with the kNN hits of the active rows' queries q [A, H, dh].

@@ -111,16 +111,20 @@ torch::Tensor RelativeAttentionImpl::DecodeAttendPerRow(const torch::Tensor& qu,
   return outputs.size() == 1 ? outputs[0] : torch::cat(outputs, 1);  // [H, A, dh]
 }
 
-torch::Tensor RelativeAttentionImpl::DecodeAttendHost(const torch::Tensor& qu,
-                                                      const torch::Tensor& qv,
+torch::Tensor RelativeAttentionImpl::DecodeAttendHost(const torch::Tensor& q,
                                                       const torch::Tensor& table, int layer,
                                                       DecodeRows& rows, const ActiveRows& active) {
+  TORCH_CHECK(q.stride(2) == 1 && q.scalar_type() == torch::kFloat32, "host attention: bad query");
+  TORCH_CHECK(u_bias_.is_contiguous() && v_bias_.is_contiguous() && table.is_contiguous(),
+              "host attention: biases and position table must be contiguous");
   std::vector<HostAttentionRow> views;
   views.reserve(active.rows.size());
   for (int64_t r : active.rows) {
     memory::LayerMemory& m = rows.memories[r]->layer(layer);
     TORCH_CHECK(m.k_raw.is_contiguous() && m.v_raw.is_contiguous(), "host attention: rings must be contiguous");
     HostAttentionRow view;
+    view.query = q.data_ptr<float>() + r * q.stride(0);  // [B, H, dh], every row's
+    view.query_head_stride = q.stride(1);
     view.k_raw = m.k_raw.data_ptr<float>();
     view.v_raw = m.v_raw.data_ptr<float>();
     view.raw_capacity = m.k_raw.size(2);
@@ -138,9 +142,11 @@ torch::Tensor RelativeAttentionImpl::DecodeAttendHost(const torch::Tensor& qu,
   shape.heads = heads_;
   shape.d_head = d_head_;
   shape.table_rows = table.size(1);
-  torch::Tensor y = torch::empty(qu.sizes(), qu.options());  // [H, A, dh]
-  HostAttention(qu.data_ptr<float>(), qv.data_ptr<float>(), table.data_ptr<float>(), shape, views,
-                y.data_ptr<float>());
+  shape.scale = scale_;
+  torch::Tensor y = torch::empty({static_cast<int64_t>(views.size()), heads_ * d_head_},
+                                 q.options());  // [A, H * dh]
+  HostAttention(u_bias_.data_ptr<float>(), v_bias_.data_ptr<float>(), table.data_ptr<float>(),
+                shape, views, y.data_ptr<float>());
   return y;
 }
 
@@ -237,28 +243,30 @@ torch::Tensor RelativeAttentionImpl::Decode(const torch::Tensor& x, int layer, D
   DecodeAppend(k, v, layer, rows);
   if (active.rows.empty()) return torch::zeros({0, x.size(1)}, x.options());
 
-  torch::Tensor q_active = active.all ? q : q.index_select(0, active.index);  // [A, H, dh]
-  const int64_t count = q_active.size(0);
-  torch::Tensor heads_first = q_active.transpose(0, 1);                       // [H, A, dh]
-  // The 1/sqrt(d) scale goes on the queries, so scores need no pass of their own.
-  torch::Tensor qu = (heads_first + u_bias_.view({heads_, 1, d_head_})) * scale_;
-  torch::Tensor qv = (heads_first + v_bias_.view({heads_, 1, d_head_})) * scale_;
+  const int64_t count = static_cast<int64_t>(active.rows.size());
+  auto q_active = [&] { return active.all ? q : q.index_select(0, active.index); };  // [A, H, dh]
   torch::Tensor table = PositionTable(sinusoid);  // [H, D, dh]
-  torch::Tensor y;
+  torch::Tensor y;                                // [A, H, dh]
   if (rows.host) {
-    y = DecodeAttendHost(qu.contiguous(), qv.contiguous(), table.contiguous(), layer, rows, active);
-  } else if (rows.layout != AttentionLayout::kPadded) {
-    torch::Tensor bd = torch::bmm(qv, table.transpose(1, 2));  // scores by distance [H, A, D]
-    y = DecodeAttendPerRow(qu, bd, layer, rows, active);
+    // The kernel forms the biased, scaled queries itself and writes [A, H * dh].
+    y = DecodeAttendHost(q, table, layer, rows, active).view({count, heads_, d_head_});
   } else {
-    // A -inf column that masked slots point at: [H, A, D + 1]
-    torch::Tensor bd = torch::bmm(qv, table.transpose(1, 2));
-    bd = torch::cat({bd, torch::full({heads_, count, 1},
-                                     -std::numeric_limits<float>::infinity(), qv.options())}, 2);
-    y = DecodeAttendPadded(qu, bd, layer, rows, active);
+    torch::Tensor heads_first = q_active().transpose(0, 1);  // [H, A, dh]
+    // The 1/sqrt(d) scale goes on the queries, so scores need no pass of their own.
+    torch::Tensor qu = (heads_first + u_bias_.view({heads_, 1, d_head_})) * scale_;
+    torch::Tensor qv = (heads_first + v_bias_.view({heads_, 1, d_head_})) * scale_;
+    torch::Tensor bd = torch::bmm(qv, table.transpose(1, 2));  // scores by distance [H, A, D]
+    if (rows.layout != AttentionLayout::kPadded) {
+      y = DecodeAttendPerRow(qu, bd, layer, rows, active);
+    } else {
+      // A -inf column that masked slots point at: [H, A, D + 1]
+      bd = torch::cat({bd, torch::full({heads_, count, 1},
+                                       -std::numeric_limits<float>::infinity(), qv.options())}, 2);
+      y = DecodeAttendPadded(qu, bd, layer, rows, active);
+    }
+    y = y.transpose(0, 1);
   }
-  y = y.transpose(0, 1);  // [A, H, dh]
-  if (knn_scale_.defined()) y = DecodeMixKnn(q_active, y, layer, rows, active);
+  if (knn_scale_.defined()) y = DecodeMixKnn(q_active(), y, layer, rows, active);
   return LinearForward(out_, packed_out_, y.reshape({count, heads_ * d_head_}));  // [A, d_model]
 }
 

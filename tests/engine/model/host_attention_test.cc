@@ -19,8 +19,9 @@ struct RowData {
   std::vector<int64_t> distances;
 };
 
-// y [H, dh] for one row, with LibTorch ops over the gathered visible slots.
-torch::Tensor Reference(const torch::Tensor& qu, const torch::Tensor& qv,  // [H, dh]
+// y [H, dh] for one row, with LibTorch ops over the gathered visible slots; qu, qv [H, dh] the
+// biased, scaled queries.
+torch::Tensor Reference(const torch::Tensor& qu, const torch::Tensor& qv,
                         const torch::Tensor& table, const RowData& row) {  // table [H, D, dh]
   std::vector<torch::Tensor> keys, values;
   for (const RingSpan& span : row.spans) {
@@ -63,12 +64,20 @@ void CheckAgainstReference(int64_t heads, int64_t dh, int64_t raw_capacity, int6
       }
     }
   }
-  torch::Tensor qu = torch::randn({heads, rows_count, dh});
-  torch::Tensor qv = torch::randn({heads, rows_count, dh});
+  // Raw queries [A, H, dh] as a strided view (a qkv-like [A, 3, H, dh] product's first third).
+  torch::Tensor qkv = torch::randn({rows_count, 3, heads, dh});
+  torch::Tensor q = qkv.select(1, 0);
+  torch::Tensor u = torch::randn({heads, dh}), v = torch::randn({heads, dh});
+  const float scale = 0.25f;
+  torch::Tensor qu = ((q + u) * scale).transpose(0, 1);  // [H, A, dh] for the reference
+  torch::Tensor qv = ((q + v) * scale).transpose(0, 1);
   torch::Tensor table = torch::randn({heads, table_rows, dh});
   std::vector<HostAttentionRow> views;
-  for (RowData& row : rows) {
+  for (int a = 0; a < rows_count; ++a) {
+    RowData& row = rows[a];
     HostAttentionRow view;
+    view.query = q.data_ptr<float>() + a * q.stride(0);
+    view.query_head_stride = q.stride(1);
     view.k_raw = row.k_raw.data_ptr<float>();
     view.v_raw = row.v_raw.data_ptr<float>();
     view.raw_capacity = raw_capacity;
@@ -81,12 +90,12 @@ void CheckAgainstReference(int64_t heads, int64_t dh, int64_t raw_capacity, int6
     view.distances = row.distances;
     views.push_back(view);
   }
-  torch::Tensor y = torch::full({heads, rows_count, dh}, 99.0f);
-  HostAttention(qu.data_ptr<float>(), qv.data_ptr<float>(), table.data_ptr<float>(),
-                HostAttentionShape{heads, dh, table_rows}, views, y.data_ptr<float>());
+  torch::Tensor y = torch::full({rows_count, heads * dh}, 99.0f);  // [A, H * dh]
+  HostAttention(u.data_ptr<float>(), v.data_ptr<float>(), table.data_ptr<float>(),
+                HostAttentionShape{heads, dh, table_rows, scale}, views, y.data_ptr<float>());
   for (int a = 0; a < rows_count; ++a) {
     torch::Tensor expected = Reference(qu.select(1, a), qv.select(1, a), table, rows[a]);
-    EXPECT_LT((y.select(1, a) - expected).abs().max().item<float>(), 1e-5) << "row " << a;
+    EXPECT_LT((y[a].view({heads, dh}) - expected).abs().max().item<float>(), 1e-5) << "row " << a;
   }
 }
 
