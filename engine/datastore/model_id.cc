@@ -64,13 +64,16 @@ absl::StatusOr<ModelId> ComputeModelId(const std::string& model_dir) {
   std::ifstream weights(weights_path, std::ios::binary);
   if (!weights) return absl::NotFoundError(absl::StrCat("cannot open ", weights_path));
 
-  // The calibrated CALM threshold (mnemo-calibrate --write) changes no weight and no hidden
-  // state, so it must not orphan the model's datastores: it is left out of the fingerprint.
+  // The calibrated CALM thresholds and default exit measure (mnemo-calibrate --write) change
+  // no weight and no hidden state, so they must not orphan the model's datastores: they are
+  // left out of the fingerprint (and a config without them hashes as it always did).
   // The rest is hashed as the model writer formats it (sorted keys, 2-space indent), which
   // for a config.json written by mnemo is its bytes exactly.
   nlohmann::json json = nlohmann::json::parse(config_text, nullptr, /*allow_exceptions=*/false);
   if (json.is_object()) {
     json.erase("exit_threshold");
+    json.erase("exit_thresholds");
+    json.erase("exit_measure");
     config_text = json.dump(2) + "\n";
   }
   Fnv1a64 hash;

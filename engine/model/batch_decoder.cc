@@ -4,10 +4,12 @@
 #include <c10/util/Exception.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <unordered_set>
 
 #include "absl/strings/str_cat.h"
+#include "engine/model/exit_confidence.h"
 #include "engine/util/status_macros.h"
 
 namespace mnemo::model {
@@ -48,6 +50,9 @@ absl::Status BatchDecoder::Validate(absl::Span<const DecodeRow> rows) const {
     }
     if (std::isnan(row.exit_threshold)) {
       return absl::InvalidArgumentError(absl::StrCat("row ", r, ": exit threshold is NaN"));
+    }
+    if (absl::Status s = model_.CheckExitMeasure(row.exit_measure); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("row ", r, ": ", s.message()));
     }
     if (row.memory == nullptr) {
       return absl::InvalidArgumentError(absl::StrCat("row ", r, ": memory is null"));
@@ -102,9 +107,18 @@ absl::StatusOr<DecodeBatchResult> BatchDecoder::Step(absl::Span<const DecodeRow>
     ActiveRows active = AllRows(batch, device);
     for (int i = 0; i < layers; ++i) {
       const bool last = i + 1 == layers;
+      // The measures some active row may exit on after this layer (none after the last).
+      std::array<bool, kExitMeasures.size()> wanted{};
+      if (!last) {
+        for (int64_t r : active.rows) {
+          if (rows[r].exit_threshold <= 1.0f && !rows[r].knn_lm_key) {
+            wanted[static_cast<size_t>(rows[r].exit_measure)] = true;
+          }
+        }
+      }
       torch::Tensor ffn_input;  // [A, d]
-      torch::Tensor before;  // [A, d], the layer's input (saturation measure only)
-      if (options_.measure == ExitMeasure::kHiddenSaturation) {
+      torch::Tensor before;     // [A, d], the layer's input (saturation measure only)
+      if (wanted[static_cast<size_t>(ExitMeasure::kHiddenSaturation)]) {
         before = active.all ? h : h.index_select(0, active.index);
       }
       torch::Tensor out = net.block(i)->Decode(h, i, state, active, net.sinusoid(),
@@ -119,23 +133,22 @@ absl::StatusOr<DecodeBatchResult> BatchDecoder::Step(absl::Span<const DecodeRow>
         }
         break;
       }
-      const bool any_eligible = std::any_of(active.rows.begin(), active.rows.end(), [&](int64_t r) {
-        return rows[r].exit_threshold <= 1.0f && !rows[r].knn_lm_key;
-      });
-      if (!any_eligible) continue;
-      torch::Tensor confidence;  // [A]
-      if (options_.measure == ExitMeasure::kSoftmaxResponse) {
-        torch::Tensor top2 = std::get<0>(torch::softmax(net.Logits(out), -1).topk(2, -1));
-        confidence = top2.select(-1, 0) - top2.select(-1, 1);
-      } else {
-        confidence = torch::cosine_similarity(out, before, /*dim=*/1);
+      if (std::none_of(wanted.begin(), wanted.end(), [](bool w) { return w; })) continue;
+      // [measure][A] on the CPU, for the measures wanted.
+      std::array<torch::Tensor, kExitMeasures.size()> confidence;
+      for (ExitMeasure measure : kExitMeasures) {
+        const size_t m = static_cast<size_t>(measure);
+        if (!wanted[m]) continue;
+        confidence[m] = ExitConfidence(measure, net, model_.exit_classifier(), i, out, before)
+                            .to(torch::kCPU, torch::kFloat32)
+                            .contiguous();
       }
-      confidence = confidence.to(torch::kCPU, torch::kFloat32).contiguous();
-      const float* conf = confidence.data_ptr<float>();
       std::vector<int64_t> staying;
       for (size_t a = 0; a < active.rows.size(); ++a) {
         const DecodeRow& row = rows[active.rows[a]];
-        if (!row.knn_lm_key && conf[a] >= row.exit_threshold) {
+        const size_t m = static_cast<size_t>(row.exit_measure);
+        if (!row.knn_lm_key && wanted[m] &&
+            confidence[m].data_ptr<float>()[a] >= row.exit_threshold) {
           result.exit_layers[active.rows[a]] = i + 1;
         } else {
           staying.push_back(active.rows[a]);

@@ -2,10 +2,10 @@
 //
 // Each row is one session's next token and that session's own memory. The step computes, for
 // every row, exactly what Model::Forward({token}, memory, Outputs::kLast) would (or, with an
-// exit threshold <= 1, Model::ForwardWithExit({token}, memory, threshold)), and leaves every
-// memory exactly as that call would have: the same ring slots, compressed groups formed when a
-// row completes one, kNN entries appended. Rows may be at any position, with any fill level
-// and kNN store size, and may differ from step to step (rows join and leave freely).
+// exit threshold <= 1, Model::ForwardWithExit({token}, memory, threshold, measure)), and
+// leaves every memory exactly as that call would have: the same ring slots, compressed groups
+// formed when a row completes one, kNN entries appended. Rows may be at any position, with any
+// fill level and kNN store size, and may differ from step to step (rows join and leave freely).
 //
 // What is batched: the embedding, LayerNorms, the qkv / output / feed-forward matmuls and the
 // exit head run once per layer for all rows. Per row: the memory writes, compression inputs,
@@ -13,11 +13,12 @@
 // AttentionLayout::kPerRow, the attention itself over the filled part of its rings.
 //
 // CALM per row: after every layer but the last, rows whose threshold is <= 1 get a confidence
-// (ExitMeasure); a row exits at the first layer where confidence >= its threshold. An exited
-// row leaves the attention and feed-forward work of the remaining layers, but each of those
-// layers still gets its key/value from the row's exit hidden state (state propagation, as
-// ForwardWithExit does), so its later tokens find no holes. Its log-probs come from its exit
-// hidden state through the shared head.
+// by their own ExitMeasure (exit_confidence.h; each measure is computed once per layer, for
+// the active rows, only when some eligible row uses it); a row exits at the first layer where
+// confidence >= its threshold. An exited row leaves the attention and feed-forward work of the
+// remaining layers, but each of those layers still gets its key/value from the row's exit
+// hidden state (state propagation, as ForwardWithExit does), so its later tokens find no
+// holes. Its log-probs come from its exit hidden state through the shared head.
 //
 // Ownership: borrows the Model (must outlive the decoder) and, during Step only, the rows'
 // memories (owned by their sessions). Holds no state between steps besides its options.
@@ -34,18 +35,10 @@
 #include "absl/types/span.h"
 #include "engine/memory/session_memory.h"
 #include "engine/model/decode_rows.h"
+#include "engine/model/exit_measure.h"
 #include "engine/model/model.h"
 
 namespace mnemo::model {
-
-// CALM confidence after a layer (DESIGN.md §5).
-enum class ExitMeasure {
-  // Top-1 minus top-2 probability of the shared head at that layer (what
-  // Model::ForwardWithExit uses).
-  kSoftmaxResponse,
-  // Hidden-state saturation: cos(h_i, h_{i-1}), the layer's output against its input.
-  kHiddenSaturation,
-};
 
 struct DecodeRow {
   int token = 0;  // the session's next input token, in [0, vocab)
@@ -57,10 +50,11 @@ struct DecodeRow {
   // Model::Forward's knn_lm_keys). The key exists only at full depth, so such a row never
   // exits early whatever its threshold.
   bool knn_lm_key = false;
+  // The confidence this row exits on. kClassifier needs a model with an exit classifier.
+  ExitMeasure exit_measure = ExitMeasure::kSoftmaxResponse;
 };
 
 struct BatchDecoderOptions {
-  ExitMeasure measure = ExitMeasure::kSoftmaxResponse;
   // kPerRow: faster at every B measured by tools/decode_batch_bench on the 2-core CPU machine
   // (mnemo-stdlib, histories 0..2K, B = 64: 75 vs 323 CPU ms per step); padded copies cost
   // more than the per-row ops they save, because decode attention is bound by memory reads.
@@ -80,9 +74,10 @@ class BatchDecoder {
   explicit BatchDecoder(Model& model, BatchDecoderOptions options = {});
 
   // One decode step for `rows` (B >= 1). INVALID_ARGUMENT (naming the row) for a bad token,
-  // a null or repeated memory, or a memory that does not belong to this model (wrong shape,
-  // batch != 1, a training memory with a dense kNN ring); nothing is changed then. INTERNAL if
-  // LibTorch fails midway: the rows' memories are then inconsistent and must be discarded.
+  // the classifier measure on a model without a classifier, a null or repeated memory, or a
+  // memory that does not belong to this model (wrong shape, batch != 1, a training memory with
+  // a dense kNN ring); nothing is changed then. INTERNAL if LibTorch fails midway: the rows'
+  // memories are then inconsistent and must be discarded.
   absl::StatusOr<DecodeBatchResult> Step(absl::Span<const DecodeRow> rows);
 
   // The checks Step makes before changing anything (the INVALID_ARGUMENT cases above), for a

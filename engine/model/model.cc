@@ -126,10 +126,40 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& dir,
   try {
     Transformer transformer(config);
     MNEMO_RETURN_IF_ERROR(LoadWeights(dir, *transformer));
-    return std::unique_ptr<Model>(new Model(config, options.device, std::move(transformer)));
+    const fs::path classifier_path = fs::path(dir) / kExitClassifierFile;
+    ExitClassifier classifier{nullptr};
+    std::error_code error;
+    if (fs::exists(classifier_path, error)) {
+      MNEMO_ASSIGN_OR_RETURN(classifier, LoadExitClassifier(classifier_path.string(), config,
+                                                            WeightsChecksum(*transformer)));
+    } else if (config.exit_measure == ExitMeasure::kClassifier) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          dir, "/config.json: exit_measure is classifier but ", classifier_path.string(),
+          " does not exist (train it with mnemo-train --exit_classifier)"));
+    }
+    auto model = std::unique_ptr<Model>(new Model(config, options.device, std::move(transformer)));
+    if (classifier) model->SetExitClassifier(std::move(classifier));
+    return model;
   } catch (const c10::Error& e) {
     return absl::InternalError(absl::StrCat("loading ", dir, ": ", e.what_without_backtrace()));
   }
+}
+
+void Model::SetExitClassifier(ExitClassifier classifier) {
+  exit_classifier_ = std::move(classifier);
+  if (exit_classifier_) {
+    exit_classifier_->to(device_);
+    exit_classifier_->eval();
+  }
+}
+
+absl::Status Model::CheckExitMeasure(ExitMeasure measure) const {
+  if (measure == ExitMeasure::kClassifier && exit_classifier() == nullptr) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "model ", config_.name, " has no exit classifier (", kExitClassifierFile,
+        " in its directory; train one with mnemo-train --exit_classifier)"));
+  }
+  return absl::OkStatus();
 }
 
 std::unique_ptr<Model> Model::FromTransformer(Transformer transformer,
@@ -203,8 +233,9 @@ absl::StatusOr<torch::Tensor> Model::Forward(absl::Span<const int> tokens,
 
 absl::StatusOr<ExitForward> Model::ForwardWithExit(absl::Span<const int> tokens,
                                                    memory::SessionMemory& memory,
-                                                   float threshold) {
+                                                   float threshold, ExitMeasure measure) {
   MNEMO_RETURN_IF_ERROR(CheckTokens(tokens));
+  MNEMO_RETURN_IF_ERROR(CheckExitMeasure(measure));
   try {
     c10::InferenceMode inference;
     const int64_t n = static_cast<int64_t>(tokens.size());
@@ -214,7 +245,8 @@ absl::StatusOr<ExitForward> Model::ForwardWithExit(absl::Span<const int> tokens,
       const int64_t length = std::min<int64_t>(config_.seg_len, n - start);
       torch::Tensor exit_layers;  // [1, S]
       torch::Tensor hidden =
-          transformer_->ForwardWithExit(all.narrow(1, start, length), memory, threshold, &exit_layers);
+          transformer_->ForwardWithExit(all.narrow(1, start, length), memory, threshold, measure,
+                                        exit_classifier(), &exit_layers);
       logprobs.push_back(torch::log_softmax(transformer_->Logits(hidden)[0], -1));
       layers.push_back(exit_layers[0]);
     }

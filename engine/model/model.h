@@ -1,8 +1,10 @@
 // Model: a loaded native mnemo model (DESIGN.md §2) and its forward pass over session memory.
 //
 // Owns its weights (memory-mapped from model.safetensors, converted to the compute dtype on
-// the configured device). Stateless between calls: all sequence state lives in the
-// SessionMemory the caller passes in. Not thread-safe; the engine's loop thread owns it.
+// the configured device) and, when the directory has one, its CALM exit classifier
+// (exit_classifier.safetensors, see exit_classifier.h). Stateless between calls: all sequence
+// state lives in the SessionMemory the caller passes in. Not thread-safe; the engine's loop
+// thread owns it.
 #ifndef MNEMO_ENGINE_MODEL_MODEL_H_
 #define MNEMO_ENGINE_MODEL_MODEL_H_
 
@@ -15,6 +17,8 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "engine/memory/session_memory.h"
+#include "engine/model/exit_classifier.h"
+#include "engine/model/exit_measure.h"
 #include "engine/model/model_config.h"
 #include "engine/model/transformer.h"
 
@@ -45,7 +49,10 @@ struct ExitForward {
 
 class Model {
  public:
-  // Reads DIR/config.json and DIR/model.safetensors. Errors name the file or tensor at fault.
+  // Reads DIR/config.json and DIR/model.safetensors, and DIR/exit_classifier.safetensors if
+  // present (it must have been trained for these weights). Errors name the file or tensor at
+  // fault; FAILED_PRECONDITION when config.json's exit_measure is "classifier" but the
+  // directory has no classifier.
   static absl::StatusOr<std::unique_ptr<Model>> Load(const std::string& dir,
                                                      const LoadOptions& options);
   // Wraps a trained network (the trainer's) for inference.
@@ -73,11 +80,24 @@ class Model {
                                         torch::Tensor* knn_lm_keys = nullptr);
 
   // Like Forward with Outputs::kAll, but each token leaves the network after the first layer
-  // whose shared-head softmax response (top-1 minus top-2 probability) reaches `threshold`.
-  // Layers a token skips still get its key/value from its exit hidden state (state
-  // propagation), so what follows sees no holes. threshold > 1 never exits early.
-  absl::StatusOr<ExitForward> ForwardWithExit(absl::Span<const int> tokens,
-                                              memory::SessionMemory& memory, float threshold);
+  // whose CALM confidence (`measure`, see exit_measure.h and exit_confidence.h) reaches
+  // `threshold`. Layers a token skips still get its key/value from its exit hidden state
+  // (state propagation), so what follows sees no holes. threshold > 1 never exits early.
+  // FAILED_PRECONDITION for ExitMeasure::kClassifier on a model without a classifier.
+  absl::StatusOr<ExitForward> ForwardWithExit(
+      absl::Span<const int> tokens, memory::SessionMemory& memory, float threshold,
+      ExitMeasure measure = ExitMeasure::kSoftmaxResponse);
+
+  // The exit classifier, or nullptr when the model has none.
+  const ExitClassifierImpl* exit_classifier() const {
+    return exit_classifier_ ? exit_classifier_.get() : nullptr;
+  }
+  // Installs (or, with an empty holder, removes) the exit classifier; moved to the model's
+  // device. The trainer and tests use it; Load reads the model directory's file.
+  void SetExitClassifier(ExitClassifier classifier);
+  // OK when `measure` can be computed for this model; FAILED_PRECONDITION naming the missing
+  // classifier (and how to train one) otherwise.
+  absl::Status CheckExitMeasure(ExitMeasure measure) const;
 
   // Writes config.json + model.safetensors (float32) into `dir`, creating it.
   absl::Status Save(const std::string& dir) const;
@@ -95,6 +115,7 @@ class Model {
   const ModelConfig config_;
   const torch::Device device_;
   Transformer transformer_;
+  ExitClassifier exit_classifier_{nullptr};  // empty when the model has none
 };
 
 // Directory I/O shared by Model and the trainer.

@@ -44,6 +44,42 @@ double ShortestDecimal(float value) {
   return std::strtod(text, nullptr);
 }
 
+// "exit_thresholds" (the measures other than softmax response) and "exit_measure".
+absl::Status ReadExitFields(const json& j, ModelConfig& c) {
+  auto thresholds = j.find("exit_thresholds");
+  if (thresholds != j.end() && !thresholds->is_null()) {
+    if (!thresholds->is_object()) {
+      return absl::InvalidArgumentError(
+          "config.json: field 'exit_thresholds' must be an object {measure: threshold}");
+    }
+    for (const auto& [name, value] : thresholds->items()) {
+      absl::StatusOr<ExitMeasure> measure = ParseExitMeasure(name);
+      if (!measure.ok()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("config.json: exit_thresholds: ", measure.status().message()));
+      }
+      if (*measure == ExitMeasure::kSoftmaxResponse) {
+        return absl::InvalidArgumentError(
+            "config.json: exit_thresholds: softmax response's threshold is 'exit_threshold'");
+      }
+      if (!value.is_number()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("config.json: exit_thresholds.", name, " must be a number"));
+      }
+      c.SetExitThreshold(*measure, value.get<float>());
+    }
+  }
+  std::string measure_name = ExitMeasureName(c.exit_measure);
+  if (absl::Status s = Read(j, "exit_measure", measure_name); !s.ok()) return s;
+  absl::StatusOr<ExitMeasure> measure = ParseExitMeasure(measure_name);
+  if (!measure.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("config.json: exit_measure: ", measure.status().message()));
+  }
+  c.exit_measure = *measure;
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status ValidateModelConfig(const ModelConfig& c) {
@@ -72,6 +108,14 @@ absl::Status ValidateModelConfig(const ModelConfig& c) {
                      "exit_threshold must be finite and >= 0 (1.0 = never exit)");
       !s.ok())
     return s;
+  for (ExitMeasure measure : {ExitMeasure::kHiddenSaturation, ExitMeasure::kClassifier}) {
+    const float t = c.ExitThreshold(measure);
+    if (auto s = Check(t >= 0.0f && std::isfinite(t),
+                       absl::StrCat("exit_thresholds.", ExitMeasureName(measure),
+                                    " must be finite and >= 0 (1.0 = never exit)"));
+        !s.ok())
+      return s;
+  }
   return absl::OkStatus();
 }
 
@@ -107,6 +151,23 @@ int64_t ModelConfig::ParameterCount() const {
   return int64_t{vocab_size} * d + n_layers * per_layer + 2 * d;
 }
 
+float ModelConfig::ExitThreshold(ExitMeasure measure) const {
+  switch (measure) {
+    case ExitMeasure::kSoftmaxResponse: return exit_threshold;
+    case ExitMeasure::kHiddenSaturation: return saturation_exit_threshold;
+    case ExitMeasure::kClassifier: return classifier_exit_threshold;
+  }
+  return exit_threshold;
+}
+
+void ModelConfig::SetExitThreshold(ExitMeasure measure, float threshold) {
+  switch (measure) {
+    case ExitMeasure::kSoftmaxResponse: exit_threshold = threshold; return;
+    case ExitMeasure::kHiddenSaturation: saturation_exit_threshold = threshold; return;
+    case ExitMeasure::kClassifier: classifier_exit_threshold = threshold; return;
+  }
+}
+
 int ModelConfig::MaxDistance() const {
   // Raw keys: up to mem_len back. Compressed slots: the oldest visible slot's last position
   // is at most mem_len + cmem_rate * (cmem_len + 1) back.
@@ -139,6 +200,7 @@ absl::StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text) {
         Read(j, "exit_heads", c.exit_heads), Read(j, "exit_threshold", c.exit_threshold)}) {
     if (!s.ok()) return s;
   }
+  if (absl::Status s = ReadExitFields(j, c); !s.ok()) return s;
   if (c.n_heads > 0 && c.d_head == 0) c.d_head = c.d_model / c.n_heads;
   if (c.d_ff == 0) c.d_ff = 4 * c.d_model;
   absl::StatusOr<Compression> parsed = ParseCompression(compression);
@@ -170,6 +232,17 @@ std::string ModelConfigToJson(const ModelConfig& c) {
             {"knn_mem_len", c.knn_mem_len},
             {"exit_heads", c.exit_heads},
             {"exit_threshold", ShortestDecimal(c.exit_threshold)}};
+  // Written only when set, so configs that predate them keep their exact text.
+  json thresholds = json::object();
+  for (ExitMeasure measure : {ExitMeasure::kHiddenSaturation, ExitMeasure::kClassifier}) {
+    if (c.ExitThreshold(measure) != 1.0f) {
+      thresholds[ExitMeasureName(measure)] = ShortestDecimal(c.ExitThreshold(measure));
+    }
+  }
+  if (!thresholds.empty()) j["exit_thresholds"] = thresholds;
+  if (c.exit_measure != ExitMeasure::kSoftmaxResponse) {
+    j["exit_measure"] = ExitMeasureName(c.exit_measure);
+  }
   return j.dump(2) + "\n";
 }
 

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "engine/model/exit_measure.h"
 
 namespace mnemo::model {
 
@@ -44,10 +45,21 @@ struct ModelConfig {
 
   // CALM: trained with the shared exit head at every layer (any layer can emit anyway).
   bool exit_heads = false;
-  // Calibrated CALM exit threshold λ (mnemo-calibrate, engine/calm): a token may leave once
-  // the shared head's softmax response reaches the schedule's λ_t. 1.0 (or more) means
-  // uncalibrated: never exit early. Configs written before the field existed read as 1.0.
-  float exit_threshold = 1.0f;
+  // Calibrated CALM exit thresholds λ (mnemo-calibrate, engine/calm), one per confidence
+  // measure (exit_measure.h): a token may leave once that measure reaches the schedule's λ_t.
+  // 1.0 (or more) means uncalibrated: never exit. In config.json softmax response's is
+  // "exit_threshold" (configs from before the other measures have only it; they read as 1.0
+  // if older still); the others are "exit_thresholds": {"saturation": λ, "classifier": λ},
+  // written only for calibrated measures.
+  float exit_threshold = 1.0f;             // softmax response
+  float saturation_exit_threshold = 1.0f;  // hidden-state saturation
+  float classifier_exit_threshold = 1.0f;  // learned exit classifier
+  // The measure a request that names none is served with ("exit_measure", written only when
+  // it is not softmax response).
+  ExitMeasure exit_measure = ExitMeasure::kSoftmaxResponse;
+
+  float ExitThreshold(ExitMeasure measure) const;
+  void SetExitThreshold(ExitMeasure measure, float threshold);
 
   bool knn_enabled() const { return knn_layer >= 0 && knn_mem_len > 0; }
 

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "engine/memory/memory_shape.h"
+#include "engine/model/exit_confidence.h"
 
 namespace mnemo::model {
 namespace {
@@ -71,6 +72,8 @@ torch::Tensor TransformerImpl::forward(const torch::Tensor& tokens, memory::Sess
 
 torch::Tensor TransformerImpl::ForwardWithExit(const torch::Tensor& tokens,
                                                memory::SessionMemory& memory, float threshold,
+                                               ExitMeasure measure,
+                                               const ExitClassifierImpl* classifier,
                                                torch::Tensor* exit_layers) {
   memory::SegmentPlan plan = memory.Plan(tokens.size(1));
   const int layers = static_cast<int>(blocks_.size());
@@ -82,12 +85,12 @@ torch::Tensor TransformerImpl::ForwardWithExit(const torch::Tensor& tokens,
     // gets the key/value its exit hidden state implies (state propagation); its output is
     // discarded. A parallel equivalent of decoding token by token with CALM.
     torch::Tensor next = blocks_[i]->forward(h, memory.layer(i), plan, sinusoid_);
+    torch::Tensor before = h;  // [B, S, d_model], the layer's input
     h = torch::where(exited.unsqueeze(-1), h, next);
     if (i + 1 == layers) break;
-    torch::Tensor probs = torch::softmax(Logits(h), -1);  // [B, S, vocab]
-    torch::Tensor top2 = std::get<0>(probs.topk(2, -1));
-    torch::Tensor confident = (top2.select(-1, 0) - top2.select(-1, 1)).ge(threshold);
-    torch::Tensor now = confident & exited.logical_not();
+    // [B, S]; meaningless for exited tokens, which `now` leaves out.
+    torch::Tensor confidence = ExitConfidence(measure, *this, classifier, i, h, before);
+    torch::Tensor now = confidence.ge(threshold) & exited.logical_not();
     layer_of.masked_fill_(now, i + 1);
     exited = exited | now;
   }

@@ -12,6 +12,8 @@
 #include <vector>
 
 #include "engine/memory/session_memory.h"
+#include "engine/model/exit_classifier.h"
+#include "engine/model/exit_measure.h"
 #include "engine/model/model_config.h"
 #include "engine/model/small_matmul.h"
 #include "engine/model/transformer_block.h"
@@ -34,10 +36,13 @@ class TransformerImpl : public torch::nn::Module {
                         std::vector<torch::Tensor>* layer_outputs = nullptr,
                         torch::Tensor* knn_lm_keys = nullptr);
 
-  // Early exit with state propagation (see Model::ForwardWithExit). Returns the hidden state
-  // each token left with [B, S, d_model]; exit_layers receives [B, S] int64, 1-based.
+  // Early exit with state propagation (see Model::ForwardWithExit): a token leaves after the
+  // first layer whose `measure` confidence (exit_confidence.h) reaches `threshold`.
+  // `classifier` is needed for ExitMeasure::kClassifier only. Returns the hidden state each
+  // token left with [B, S, d_model]; exit_layers receives [B, S] int64, 1-based.
   torch::Tensor ForwardWithExit(const torch::Tensor& tokens, memory::SessionMemory& memory,
-                                float threshold, torch::Tensor* exit_layers);
+                                float threshold, ExitMeasure measure,
+                                const ExitClassifierImpl* classifier, torch::Tensor* exit_layers);
 
   // Training: the compression nets' attention-reconstruction loss summed over the segments
   // run since the last call (undefined tensor if none). Only conv compression has one.

@@ -224,7 +224,7 @@ int main(int argc, char** argv) {
         solo.push_back(sessions[r].memory.Clone());
         rows.push_back(DecodeRow{sessions[r].text[sessions[r].next], &batched.back(), 2.0f});
       }
-      BatchDecoder decoder(**model, {mnemo::model::ExitMeasure::kSoftmaxResponse, layout});
+      BatchDecoder decoder(**model, {layout});
       auto out = decoder.Step(rows);
       float worst = 0;
       for (int r = 0; r < b && out.ok(); ++r) {
@@ -259,7 +259,7 @@ int main(int argc, char** argv) {
                             Run(**model, &step, sessions, batch, threshold, warmup, steps));
           continue;
         }
-        BatchDecoder decoder(**model, {mnemo::model::ExitMeasure::kSoftmaxResponse, layout});
+        BatchDecoder decoder(**model, {layout});
         const StepFn step = [&](absl::Span<const DecodeRow> r) { return decoder.Step(r); };
         rows.emplace_back("batched " + name,
                           Run(**model, &step, sessions, batch, threshold, warmup, steps));

@@ -1,14 +1,16 @@
 // ModelId: the fingerprint follows the weights and architecture, not the calibrated exit
-// threshold.
+// thresholds, the default exit measure or the exit classifier.
 #include "engine/datastore/model_id.h"
 
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
 
+#include "engine/model/exit_classifier.h"
 #include "engine/model/model.h"
 #include "gtest/gtest.h"
 #include "tests/engine/tiny_model.h"
@@ -73,6 +75,42 @@ TEST(ModelIdTest, ExitThresholdDoesNotChangeTheFingerprintButWeightsAndConfigDo)
   ASSERT_TRUE(retrained.ok());
   EXPECT_NE(retrained->fingerprint, original->fingerprint);
   fs::remove_all(dir);
+}
+
+TEST(ModelIdTest, PerMeasureCalibrationAndTheExitClassifierKeepTheFingerprint) {
+  const fs::path dir =
+      fs::temp_directory_path() / ("mnemo_model_id_measures_" + std::to_string(getpid()));
+  model::ModelConfig config = testing::TinyModelConfig();
+  config.name = "id-test";
+  std::unique_ptr<model::Model> model = model::Model::Random(config, 5);
+  ASSERT_TRUE(model->Save(dir.string()).ok());
+  absl::StatusOr<ModelId> original = ComputeModelId(dir.string());
+  ASSERT_TRUE(original.ok()) << original.status();
+
+  // mnemo-calibrate --measure classifier --write --make_default, and mnemo-train
+  // --exit_classifier: neither changes a weight or a hidden state.
+  config.SetExitThreshold(model::ExitMeasure::kClassifier, 0.95f);
+  config.SetExitThreshold(model::ExitMeasure::kHiddenSaturation, 0.99f);
+  config.exit_measure = model::ExitMeasure::kClassifier;
+  std::ofstream(dir / "config.json", std::ios::trunc) << model::ModelConfigToJson(config);
+  model::ExitClassifier classifier(config.n_layers - 1, config.d_model, config.layer_norm_eps);
+  ASSERT_TRUE(model::SaveExitClassifier((dir / model::kExitClassifierFile).string(), *classifier,
+                                        model::WeightsChecksum(*model->transformer()))
+                  .ok());
+  absl::StatusOr<ModelId> calibrated = ComputeModelId(dir.string());
+  ASSERT_TRUE(calibrated.ok()) << calibrated.status();
+  EXPECT_EQ(calibrated->fingerprint, original->fingerprint);
+  fs::remove_all(dir);
+}
+
+TEST(ModelIdTest, TheBundledModelKeepsTheFingerprintItsDatastoresRecord) {
+  // docs/results/knn_lm*.json were built against this id; recalibration (any measure) and the
+  // exit classifier must never change it, or those datastores stop loading.
+  const char* source = std::getenv("MNEMO_SOURCE_DIR");
+  ASSERT_NE(source, nullptr) << "MNEMO_SOURCE_DIR is set by the test registration";
+  absl::StatusOr<ModelId> id = ComputeModelId((fs::path(source) / "models/mnemo-stdlib").string());
+  ASSERT_TRUE(id.ok()) << id.status();
+  EXPECT_EQ(id->ToString(), "mnemo-stdlib@f5f07f83b420aeae");
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "engine/model/model.h"
+#include "tests/engine/model/exit_test_util.h"
 #include "tests/engine/tiny_model.h"
 
 namespace mnemo::model {
@@ -68,11 +69,15 @@ struct Session {
   std::vector<int> text;  // the tokens it decodes, one per step it takes part in
   size_t next = 0;
   float threshold = 2.0f;
+  ExitMeasure measure = ExitMeasure::kSoftmaxResponse;
 };
 
 class BatchDecoderTest : public ::testing::TestWithParam<AttentionLayout> {
  protected:
-  void SetUp() override { model_ = Model::Random(Config(), 11); }
+  void SetUp() override {
+    model_ = Model::Random(Config(), 11);
+    model_->SetExitClassifier(::mnemo::testing::RandomExitClassifier(Config(), 12));
+  }
 
   // A session primed with `history` tokens (seed-dependent), then `steps` tokens to decode.
   std::unique_ptr<Session> Primed(int history, uint32_t seed, const MemoryOptions& options = {}) {
@@ -94,7 +99,7 @@ class BatchDecoderTest : public ::testing::TestWithParam<AttentionLayout> {
                       const std::string& what) {
     std::vector<DecodeRow> rows;
     for (Session* s : sessions) {
-      rows.push_back(DecodeRow{s->text[s->next], &s->batched, s->threshold});
+      rows.push_back(DecodeRow{s->text[s->next], &s->batched, s->threshold, false, s->measure});
     }
     absl::StatusOr<DecodeBatchResult> out = decoder.Step(rows);
     ASSERT_TRUE(out.ok()) << out.status();
@@ -109,11 +114,31 @@ class BatchDecoderTest : public ::testing::TestWithParam<AttentionLayout> {
         EXPECT_LT(MaxDiff(out->logprobs[r], (*solo)[0]), 1e-4) << what << " row " << r;
         EXPECT_EQ(out->exit_layers[r], model_->config().n_layers) << what << " row " << r;
       } else {
-        auto solo = model_->ForwardWithExit({token}, s.solo, s.threshold);
+        auto solo = model_->ForwardWithExit({token}, s.solo, s.threshold, s.measure);
         ASSERT_TRUE(solo.ok());
         EXPECT_LT(MaxDiff(out->logprobs[r], solo->logprobs[0]), 1e-4) << what << " row " << r;
         EXPECT_EQ(out->exit_layers[r], solo->exit_layers[0]) << what << " row " << r;
       }
+    }
+  }
+
+  // 16 steps of `sessions` against their solo twins; counts (through a probe step on clones)
+  // how many rows exited early and how many ran to full depth.
+  void RunExitSteps(BatchDecoder& decoder, const std::vector<Session*>& sessions, int* early,
+                    int* full) {
+    for (int step = 0; step < 16; ++step) {
+      std::vector<DecodeRow> probe;
+      std::vector<memory::SessionMemory> clones;
+      clones.reserve(sessions.size());
+      for (Session* s : sessions) {
+        clones.push_back(s->batched.Clone());
+        probe.push_back(
+            DecodeRow{s->text[s->next], &clones.back(), s->threshold, false, s->measure});
+      }
+      auto out = decoder.Step(probe);
+      ASSERT_TRUE(out.ok()) << out.status();
+      for (int layer : out->exit_layers) (layer < model_->config().n_layers ? *early : *full)++;
+      StepAndCompare(sessions, decoder, "step " + std::to_string(step));
     }
   }
 
@@ -139,7 +164,7 @@ TEST_P(BatchDecoderTest, MatchesSoloForwardAtMixedHistories) {
   for (int history : {0, 5, 300, 700, 2000}) owned.push_back(Primed(history, history + 1));
   std::vector<Session*> sessions;
   for (auto& s : owned) sessions.push_back(s.get());
-  BatchDecoder decoder(*model_, {ExitMeasure::kSoftmaxResponse, GetParam()});
+  BatchDecoder decoder(*model_, {GetParam()});
   for (int step = 0; step < 9; ++step) {
     StepAndCompare(sessions, decoder, "step " + std::to_string(step));
   }
@@ -158,7 +183,7 @@ TEST_P(BatchDecoderTest, RowsWithDifferentMemoryOptionsShareAStep) {
   owned.push_back(Primed(3, 6));
   std::vector<Session*> sessions;
   for (auto& s : owned) sessions.push_back(s.get());
-  BatchDecoder decoder(*model_, {ExitMeasure::kSoftmaxResponse, GetParam()});
+  BatchDecoder decoder(*model_, {GetParam()});
   for (int step = 0; step < 6; ++step) {
     StepAndCompare(sessions, decoder, "step " + std::to_string(step));
   }
@@ -168,7 +193,7 @@ TEST_P(BatchDecoderTest, RowsWithDifferentMemoryOptionsShareAStep) {
 TEST_P(BatchDecoderTest, RowsJoinAndLeaveBetweenSteps) {
   std::vector<std::unique_ptr<Session>> owned;
   for (int i = 0; i < 6; ++i) owned.push_back(Primed(37 * i * i, 20 + i));
-  BatchDecoder decoder(*model_, {ExitMeasure::kSoftmaxResponse, GetParam()});
+  BatchDecoder decoder(*model_, {GetParam()});
   for (int step = 0; step < 12; ++step) {
     // A different subset (and order) each step; session 5 joins only at step 6.
     std::vector<Session*> sessions;
@@ -182,27 +207,9 @@ TEST_P(BatchDecoderTest, RowsJoinAndLeaveBetweenSteps) {
   ExpectSessionsAgree(all);
 }
 
-// The threshold at which about half of `tokens` exit early through ForwardWithExit (random
-// weights give flat distributions, so useful thresholds are tiny).
-float HalfExitThreshold(Model& model, const std::vector<int>& tokens) {
-  float best = 0.5f;
-  int best_gap = 1 << 30;
-  for (float candidate = 1e-5f; candidate < 1.0f; candidate *= 1.3f) {
-    auto memory = model.NewMemory();
-    auto trial = model.ForwardWithExit(tokens, memory, candidate);
-    int early = 0;
-    for (int layer : trial->exit_layers) early += layer < model.config().n_layers;
-    const int gap = std::abs(early - static_cast<int>(tokens.size()) / 2);
-    if (gap < best_gap) {
-      best_gap = gap;
-      best = candidate;
-    }
-  }
-  return best;
-}
-
 TEST_P(BatchDecoderTest, PerRowExitMatchesSoloForwardWithExit) {
-  const float half = HalfExitThreshold(*model_, RandomBytes(200, 8));
+  const float half = ::mnemo::testing::HalfExitThreshold(*model_, ExitMeasure::kSoftmaxResponse,
+                                                         RandomBytes(200, 8));
   std::vector<std::unique_ptr<Session>> owned;
   const std::vector<int> histories = {0, 9, 150, 400, 1000, 33};
   const std::vector<float> thresholds = {half, half, half * 0.5f, half * 2.0f, 2.0f, half};
@@ -212,24 +219,38 @@ TEST_P(BatchDecoderTest, PerRowExitMatchesSoloForwardWithExit) {
   }
   std::vector<Session*> sessions;
   for (auto& s : owned) sessions.push_back(s.get());
-  BatchDecoder decoder(*model_, {ExitMeasure::kSoftmaxResponse, GetParam()});
-  // Count exits through a second decoder pass over clones, so the test knows it mixed kinds.
+  BatchDecoder decoder(*model_, {GetParam()});
   int early = 0, full = 0;
-  for (int step = 0; step < 16; ++step) {
-    std::vector<DecodeRow> probe;
-    std::vector<memory::SessionMemory> clones;
-    clones.reserve(sessions.size());
-    for (Session* s : sessions) {
-      clones.push_back(s->batched.Clone());
-      probe.push_back(DecodeRow{s->text[s->next], &clones.back(), s->threshold});
-    }
-    auto out = decoder.Step(probe);
-    ASSERT_TRUE(out.ok()) << out.status();
-    for (int layer : out->exit_layers) (layer < model_->config().n_layers ? early : full)++;
-    StepAndCompare(sessions, decoder, "step " + std::to_string(step));
-  }
+  RunExitSteps(decoder, sessions, &early, &full);
   ASSERT_GT(early, 10) << "too few early exits to test state propagation";
   ASSERT_GT(full, 10) << "too few full-depth rows";
+  ExpectSessionsAgree(sessions);
+}
+
+TEST_P(BatchDecoderTest, MixedExitMeasuresInOneBatchMatchSolo) {
+  // Every measure in one step, each row with a threshold that exits about half its tokens;
+  // plus a full-depth row. Each row must match ForwardWithExit on its own measure.
+  const std::vector<int> probe = RandomBytes(200, 8);
+  std::vector<std::unique_ptr<Session>> owned;
+  const std::vector<ExitMeasure> measures = {
+      ExitMeasure::kClassifier, ExitMeasure::kHiddenSaturation, ExitMeasure::kSoftmaxResponse,
+      ExitMeasure::kClassifier, ExitMeasure::kHiddenSaturation, ExitMeasure::kSoftmaxResponse,
+      ExitMeasure::kClassifier};
+  const std::vector<int> histories = {0, 9, 150, 400, 1000, 33, 70};
+  for (size_t i = 0; i < measures.size(); ++i) {
+    owned.push_back(Primed(histories[i], 60 + i));
+    owned.back()->measure = measures[i];
+    owned.back()->threshold =
+        i + 1 == measures.size() ? 2.0f
+                                 : ::mnemo::testing::HalfExitThreshold(*model_, measures[i], probe);
+  }
+  std::vector<Session*> sessions;
+  for (auto& s : owned) sessions.push_back(s.get());
+  BatchDecoder decoder(*model_, {GetParam()});
+  int early = 0, full = 0;
+  RunExitSteps(decoder, sessions, &early, &full);
+  ASSERT_GT(early, 15) << "too few early exits";
+  ASSERT_GT(full, 15) << "too few full-depth rows";
   ExpectSessionsAgree(sessions);
 }
 
@@ -241,7 +262,7 @@ TEST_P(BatchDecoderTest, EveryRowExitingAtTheFirstLayerStillFillsEveryLayer) {
   }
   std::vector<Session*> sessions;
   for (auto& s : owned) sessions.push_back(s.get());
-  BatchDecoder decoder(*model_, {ExitMeasure::kSoftmaxResponse, GetParam()});
+  BatchDecoder decoder(*model_, {GetParam()});
   for (int step = 0; step < 5; ++step) StepAndCompare(sessions, decoder, "step");
   ExpectSessionsAgree(sessions);
 }
@@ -251,7 +272,7 @@ TEST_P(BatchDecoderTest, HiddenSaturationExitsWhereCosineFirstReachesThreshold) 
   // the full pass's, so the exit layer is the first i < L with cos(h_i, h_{i-1}) >= threshold.
   std::vector<std::unique_ptr<Session>> owned;
   for (int history : {0, 40, 300}) owned.push_back(Primed(history, history + 5));
-  BatchDecoder decoder(*model_, {ExitMeasure::kHiddenSaturation, GetParam()});
+  BatchDecoder decoder(*model_, {GetParam()});
   const int layers = model_->config().n_layers;
   int early = 0;
   for (float threshold : {0.6f, 0.8f, 0.9f, 0.95f}) {
@@ -278,7 +299,8 @@ TEST_P(BatchDecoderTest, HiddenSaturationExitsWhereCosineFirstReachesThreshold) 
       expected.push_back(exit);
       expected_logprobs.push_back(
           torch::log_softmax(model_->transformer()->Logits(outputs[exit - 1]).view(-1), -1));
-      rows.push_back(DecodeRow{token, &s->batched, threshold});
+      rows.push_back(
+          DecodeRow{token, &s->batched, threshold, false, ExitMeasure::kHiddenSaturation});
     }
     auto out = decoder.Step(rows);
     ASSERT_TRUE(out.ok()) << out.status();
@@ -294,7 +316,7 @@ TEST_P(BatchDecoderTest, HiddenSaturationExitsWhereCosineFirstReachesThreshold) 
 TEST_P(BatchDecoderTest, KnnLmKeysMatchForwardAndForceFullDepth) {
   std::vector<std::unique_ptr<Session>> owned;
   for (int history : {0, 60, 400}) owned.push_back(Primed(history, history + 9));
-  BatchDecoder decoder(*model_, {ExitMeasure::kSoftmaxResponse, GetParam()});
+  BatchDecoder decoder(*model_, {GetParam()});
   std::vector<DecodeRow> rows;
   for (size_t r = 0; r < owned.size(); ++r) {
     // Row 1 asks for no key and exits at once; rows 0 and 2 ask, so they run to full depth.
@@ -318,7 +340,7 @@ TEST_P(BatchDecoderTest, KnnLmKeysMatchForwardAndForceFullDepth) {
 TEST_P(BatchDecoderTest, RejectsBadRowsWithoutTouchingMemory) {
   auto a = model_->NewMemory(), b = model_->NewMemory();
   ASSERT_TRUE(model_->Forward(RandomBytes(10, 1), a).ok());
-  BatchDecoder decoder(*model_, {ExitMeasure::kSoftmaxResponse, GetParam()});
+  BatchDecoder decoder(*model_, {GetParam()});
   auto training = model_->transformer()->NewMemory(2, torch::kCPU);
   const std::vector<std::vector<DecodeRow>> bad = {
       {},

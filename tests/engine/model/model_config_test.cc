@@ -45,6 +45,58 @@ TEST(ModelConfigTest, ExitThresholdRoundTripsAndDefaultsToNeverExit) {
   }
 }
 
+TEST(ModelConfigTest, PerMeasureThresholdsAndDefaultMeasureRoundTrip) {
+  ModelConfig c;
+  for (ExitMeasure m : kExitMeasures) EXPECT_FLOAT_EQ(c.ExitThreshold(m), 1.0f);
+  EXPECT_EQ(c.exit_measure, ExitMeasure::kSoftmaxResponse);
+  // Uncalibrated measures and the default measure leave no trace: old configs keep their text.
+  const std::string plain = ModelConfigToJson(c);
+  EXPECT_EQ(plain.find("exit_thresholds"), std::string::npos) << plain;
+  EXPECT_EQ(plain.find("exit_measure"), std::string::npos) << plain;
+
+  c.SetExitThreshold(ExitMeasure::kSoftmaxResponse, 0.9f);
+  c.SetExitThreshold(ExitMeasure::kClassifier, 0.95f);
+  c.exit_measure = ExitMeasure::kClassifier;
+  EXPECT_FLOAT_EQ(c.exit_threshold, 0.9f);
+  const std::string json = ModelConfigToJson(c);
+  EXPECT_NE(json.find("\"exit_thresholds\": {\n    \"classifier\": 0.95\n  }"), std::string::npos)
+      << json;
+  EXPECT_NE(json.find("\"exit_measure\": \"classifier\""), std::string::npos) << json;
+  absl::StatusOr<ModelConfig> parsed = ParseModelConfig(json);
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_FLOAT_EQ(parsed->ExitThreshold(ExitMeasure::kSoftmaxResponse), 0.9f);
+  EXPECT_FLOAT_EQ(parsed->ExitThreshold(ExitMeasure::kClassifier), 0.95f);
+  EXPECT_FLOAT_EQ(parsed->ExitThreshold(ExitMeasure::kHiddenSaturation), 1.0f);
+  EXPECT_EQ(parsed->exit_measure, ExitMeasure::kClassifier);
+
+  // The bundled model's shape of config (exit_threshold only) reads as before.
+  absl::StatusOr<ModelConfig> old = ParseModelConfig(R"({"exit_threshold": 0.9})");
+  ASSERT_TRUE(old.ok()) << old.status();
+  EXPECT_FLOAT_EQ(old->ExitThreshold(ExitMeasure::kSoftmaxResponse), 0.9f);
+  EXPECT_FLOAT_EQ(old->ExitThreshold(ExitMeasure::kClassifier), 1.0f);
+  EXPECT_EQ(old->exit_measure, ExitMeasure::kSoftmaxResponse);
+}
+
+TEST(ModelConfigTest, RejectsBadExitCalibrationByName) {
+  struct Case {
+    const char* json;
+    const char* says;
+  };
+  for (const Case& c : {Case{R"({"exit_thresholds": 0.5})", "exit_thresholds"},
+                        Case{R"({"exit_thresholds": {"entropy": 0.5}})", "entropy"},
+                        Case{R"({"exit_thresholds": {"softmax": 0.5}})", "exit_threshold"},
+                        Case{R"({"exit_thresholds": {"classifier": "high"}})", "classifier"},
+                        Case{R"({"exit_thresholds": {"saturation": -1}})", "saturation"},
+                        Case{R"({"exit_measure": "entropy"})", "exit_measure"},
+                        Case{R"({"exit_measure": 2})", "exit_measure"}}) {
+    absl::StatusOr<ModelConfig> rejected = ParseModelConfig(c.json);
+    ASSERT_FALSE(rejected.ok()) << c.json;
+    EXPECT_EQ(rejected.status().code(), absl::StatusCode::kInvalidArgument) << c.json;
+    EXPECT_NE(rejected.status().message().find(c.says), std::string::npos)
+        << c.json << ": " << rejected.status();
+  }
+}
+
 TEST(ModelConfigTest, DerivesHeadAndFeedForwardWidths) {
   absl::StatusOr<ModelConfig> c = ParseModelConfig(R"({"d_model": 64, "n_heads": 4})");
   ASSERT_TRUE(c.ok()) << c.status();
