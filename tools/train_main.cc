@@ -1,7 +1,9 @@
-// mnemo-train: trains a native mnemo model on a directory of text files.
+// mnemo-train: trains a native mnemo model on a directory of text files, or the CALM exit
+// classifier of a trained one (the model frozen).
 //
 //   mnemo-train --corpus /usr/lib/python3.11 --out models/NAME [--steps N --max_minutes M
 //               --layers 6 --d_model 256 ... --resume]
+//   mnemo-train --exit_classifier --model models/NAME [--exit_classifier_fit_files 160 ...]
 //
 // Flags and main only; the work is in engine/training.
 #include <cstdio>
@@ -13,10 +15,15 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "engine/training/exit_classifier_trainer.h"
 #include "engine/training/trainer.h"
 #include "engine/util/cpu_backend.h"
 
-ABSL_FLAG(std::string, corpus, "/usr/lib/python3.11", "directory of text files to train on");
+constexpr char kDefaultCorpus[] = "/usr/lib/python3.11";
+
+ABSL_FLAG(std::string, corpus, kDefaultCorpus,
+          "directory of text files to train on (with --exit_classifier: default = the model's "
+          "split.json root)");
 ABSL_FLAG(std::string, extensions, ".py", "comma-separated file extensions to use (empty = all text)");
 ABSL_FLAG(double, validation_fraction, 0.08, "fraction of files held out (by path hash)");
 ABSL_FLAG(std::string, out, "", "output model directory (checkpoints go to OUT/checkpoint)");
@@ -52,11 +59,71 @@ ABSL_FLAG(bool, resume, false, "continue from OUT/checkpoint if present");
 ABSL_FLAG(bool, bf16, true, "store the final weights in bfloat16");
 ABSL_FLAG(uint64_t, seed, 1, "random seed (initialisation and data order)");
 
+ABSL_FLAG(bool, exit_classifier, false,
+          "train the CALM exit classifier of the trained model --model (frozen) on its training "
+          "files, writing MODEL/exit_classifier.safetensors (or into --out)");
+ABSL_FLAG(std::string, model, "", "with --exit_classifier: the trained model directory");
+ABSL_FLAG(int, exit_classifier_fit_files, 160, "texts (one per training file) to fit on");
+ABSL_FLAG(int, exit_classifier_holdout_files, 40,
+          "texts (training files the fit never sees) to report accuracy and AUC on");
+ABSL_FLAG(int64_t, exit_classifier_bytes, 2048, "bytes from the start of each file");
+ABSL_FLAG(double, exit_classifier_keep, 0.5, "share of each fit text's positions used");
+ABSL_FLAG(int, exit_classifier_epochs, 40, "passes over the fit examples");
+ABSL_FLAG(double, exit_classifier_lr, 3e-3, "Adam learning rate of the classifier");
+
+namespace {
+
+int TrainExitClassifier(const std::vector<std::string>& args) {
+  mnemo::training::ExitClassifierTrainerOptions o;
+  o.command_line = absl::StrJoin(args, " ");
+  o.model_dir = absl::GetFlag(FLAGS_model);
+  if (o.model_dir.empty()) {
+    std::fprintf(stderr, "mnemo-train: --exit_classifier needs --model DIR\n");
+    return 2;
+  }
+  // The model's split.json names its corpus; --corpus only when set to another directory.
+  if (absl::GetFlag(FLAGS_corpus) != kDefaultCorpus) o.corpus_dir = absl::GetFlag(FLAGS_corpus);
+  o.extensions.clear();
+  for (absl::string_view ext :
+       absl::StrSplit(absl::GetFlag(FLAGS_extensions), ',', absl::SkipEmpty())) {
+    o.extensions.emplace_back(ext);
+  }
+  o.fit_files = absl::GetFlag(FLAGS_exit_classifier_fit_files);
+  o.holdout_files = absl::GetFlag(FLAGS_exit_classifier_holdout_files);
+  o.bytes_per_file = absl::GetFlag(FLAGS_exit_classifier_bytes);
+  o.keep = absl::GetFlag(FLAGS_exit_classifier_keep);
+  o.fit.epochs = absl::GetFlag(FLAGS_exit_classifier_epochs);
+  o.fit.lr = absl::GetFlag(FLAGS_exit_classifier_lr);
+  o.threads = absl::GetFlag(FLAGS_threads);
+  o.seed = absl::GetFlag(FLAGS_seed);
+  if (!absl::GetFlag(FLAGS_out).empty()) {
+    o.out_path = absl::GetFlag(FLAGS_out) + "/" + mnemo::model::kExitClassifierFile;
+  }
+  if (o.fit_files <= 0 || o.holdout_files <= 0 || o.bytes_per_file < 2 || !(o.keep > 0) ||
+      o.keep > 1 || o.fit.epochs <= 0 || !(o.fit.lr > 0)) {
+    std::fprintf(stderr, "mnemo-train: bad --exit_classifier_* value\n");
+    return 2;
+  }
+  absl::StatusOr<mnemo::training::ExitClassifierReport> report =
+      mnemo::training::TrainExitClassifier(o);
+  if (!report.ok()) {
+    std::fprintf(stderr, "mnemo-train: %s\n", report.status().ToString().c_str());
+    return 1;
+  }
+  std::printf("%s", mnemo::training::FormatExitClassifierReport(*report).c_str());
+  return 0;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   mnemo::util::ConfigureCpuRuntime(argv);
   std::vector<std::string> args(argv, argv + argc);
-  absl::SetProgramUsageMessage("mnemo-train --corpus DIR --out DIR [options]");
+  absl::SetProgramUsageMessage(
+      "mnemo-train --corpus DIR --out DIR [options]\n"
+      "mnemo-train --exit_classifier --model DIR [--exit_classifier_* options]");
   absl::ParseCommandLine(argc, argv);
+  if (absl::GetFlag(FLAGS_exit_classifier)) return TrainExitClassifier(args);
   if (absl::GetFlag(FLAGS_out).empty()) {
     std::fprintf(stderr, "mnemo-train: --out DIR is required\n");
     return 2;
