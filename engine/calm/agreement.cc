@@ -94,7 +94,8 @@ absl::StatusOr<TextAgreement> ExitAgreement(model::Model& model, absl::Span<cons
   const size_t chunk = static_cast<size_t>(std::max(1, options.chunk));
   for (size_t start = 0; start < tokens.size(); start += chunk) {
     MNEMO_ASSIGN_OR_RETURN(model::ExitForward out,
-                           model.ForwardWithExit(tokens.subspan(start, chunk), memory, threshold));
+                           model.ForwardWithExit(tokens.subspan(start, chunk), memory, threshold,
+                                                 options.measure));
     const std::vector<int> argmax = RowArgmax(out.logprobs);  // [c]
     for (size_t i = 0; i < argmax.size(); ++i) {
       result.agreeing += argmax[i] == reference[start + i];

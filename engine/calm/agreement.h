@@ -1,11 +1,12 @@
 // Token agreement between early exit and the full model: the risk CALM calibration controls.
 //
 // Teacher-forced: every text is fed as written (not generated), once at full depth with
-// Model::Forward and once per candidate threshold with Model::ForwardWithExit (fresh memory
-// each time, same MemoryOptions). At each position the greedy token (argmax of the log-probs)
-// of the early-exit pass is compared with the full pass's. The risk of a text is
-// 1 − (agreeing positions / positions); the calibration risk of a threshold is the mean over
-// texts, so each text is one sample in [0, 1] for the p-values (engine/calm/p_values.h).
+// Model::Forward and once per candidate threshold with Model::ForwardWithExit on one
+// confidence measure (fresh memory each time, same MemoryOptions). At each position the greedy
+// token (argmax of the log-probs) of the early-exit pass is compared with the full pass's. The
+// risk of a text is 1 − (agreeing positions / positions); the calibration risk of a threshold
+// is the mean over texts, so each text is one sample in [0, 1] for the p-values
+// (engine/calm/p_values.h).
 // This is the teacher-forced token-agreement risk: in generation an early disagreement also
 // changes what follows, which teacher forcing does not see.
 //
@@ -56,6 +57,8 @@ struct CandidateMeasurement {
 struct AgreementOptions {
   model::MemoryOptions memory;  // the model's defaults unless set
   int chunk = 4096;             // tokens per model call (results do not depend on it)
+  // The confidence the early-exit passes exit on (the classifier needs a model with one).
+  model::ExitMeasure measure = model::ExitMeasure::kSoftmaxResponse;
 };
 
 // (stage, positions just processed), after every model call.
@@ -66,7 +69,8 @@ absl::StatusOr<std::vector<int>> FullDepthArgmax(model::Model& model,
                                                  absl::Span<const int> tokens,
                                                  const AgreementOptions& options);
 
-// Runs ForwardWithExit at `threshold` and compares with `reference` (FullDepthArgmax).
+// Runs ForwardWithExit at `threshold` (options.measure) and compares with `reference`
+// (FullDepthArgmax).
 absl::StatusOr<TextAgreement> ExitAgreement(model::Model& model, absl::Span<const int> tokens,
                                             absl::Span<const int> reference, float threshold,
                                             const AgreementOptions& options);

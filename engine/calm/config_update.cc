@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
@@ -15,9 +16,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-}  // namespace
-
-absl::Status WriteExitThreshold(const std::string& model_dir, float threshold) {
+// Applies `edit` to MODEL_DIR/config.json's JSON and writes it back.
+absl::Status EditConfig(const std::string& model_dir,
+                        const std::function<void(nlohmann::json&)>& edit) {
   const std::string path = (fs::path(model_dir) / "config.json").string();
   std::ifstream in(path, std::ios::binary);
   if (!in) return absl::NotFoundError(absl::StrCat("cannot open ", path));
@@ -27,7 +28,7 @@ absl::Status WriteExitThreshold(const std::string& model_dir, float threshold) {
   if (json.is_discarded() || !json.is_object()) {
     return absl::InvalidArgumentError(absl::StrCat(path, " is not a JSON object"));
   }
-  json["exit_threshold"] = std::stod(absl::StrFormat("%.6g", threshold));
+  edit(json);
   const std::string text = json.dump(2) + "\n";
   absl::StatusOr<model::ModelConfig> parsed = model::ParseModelConfig(text);
   if (!parsed.ok()) {
@@ -48,6 +49,30 @@ absl::Status WriteExitThreshold(const std::string& model_dir, float threshold) {
     return absl::InternalError(absl::StrCat("cannot replace ", path, ": ", error.message()));
   }
   return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status WriteExitThreshold(const std::string& model_dir, float threshold,
+                                model::ExitMeasure measure) {
+  const double value = std::stod(absl::StrFormat("%.6g", threshold));
+  return EditConfig(model_dir, [&](nlohmann::json& json) {
+    if (measure == model::ExitMeasure::kSoftmaxResponse) {
+      json["exit_threshold"] = value;
+    } else {
+      json["exit_thresholds"][model::ExitMeasureName(measure)] = value;
+    }
+  });
+}
+
+absl::Status WriteDefaultExitMeasure(const std::string& model_dir, model::ExitMeasure measure) {
+  return EditConfig(model_dir, [&](nlohmann::json& json) {
+    if (measure == model::ExitMeasure::kSoftmaxResponse) {
+      json.erase("exit_measure");
+    } else {
+      json["exit_measure"] = model::ExitMeasureName(measure);
+    }
+  });
 }
 
 }  // namespace mnemo::calm

@@ -1,14 +1,17 @@
-// mnemo-calibrate: Learn-then-Test calibration of a model's CALM exit threshold (issue 5).
+// mnemo-calibrate: Learn-then-Test calibration of a model's CALM exit threshold (issue 5), for
+// one confidence measure.
 //
-//   mnemo-calibrate --model DIR [--corpus /usr/lib/python3.11] [--files 64]
-//                   [--bytes_per_file 4096] [--delta 0.1[,0.2...]] [--epsilon 0.05]
-//                   [--candidates 0.99,0.95,...] [--write] [--json FILE] [--threads N]
+//   mnemo-calibrate --model DIR [--measure softmax|saturation|classifier]
+//                   [--corpus /usr/lib/python3.11] [--files 64] [--bytes_per_file 4096]
+//                   [--delta 0.1[,0.2...]] [--epsilon 0.05] [--candidates 0.99,0.95,...]
+//                   [--write [--make_default]] [--json FILE] [--threads N]
 //
 // Measures, on held-out texts that mnemo-eval does not score (engine/calm/calibration_split.h),
 // the teacher-forced token-disagreement risk of each candidate threshold against the full
 // model, tests candidates strict to loose with Hoeffding–Bentkus p-values and fixed-sequence
 // testing, prints a table per δ and the chosen λ, and with --write stores it in
-// DIR/config.json as exit_threshold. Progress on stderr. Logic lives in engine/calm.
+// DIR/config.json as the measure's threshold (exit_threshold for softmax response,
+// exit_thresholds.NAME for the others). Progress on stderr. Logic lives in engine/calm.
 #include <ATen/Parallel.h>
 
 #include <algorithm>
@@ -52,9 +55,17 @@ ABSL_FLAG(int64_t, eval_min_bytes, mnemo::calm::kEvalMinBytes,
 ABSL_FLAG(std::string, delta, "0.1",
           "risk tolerance δ (1 - token agreement); a comma list prints one table per value");
 ABSL_FLAG(double, epsilon, 0.05, "allowed probability ε that the chosen λ's risk exceeds δ");
-ABSL_FLAG(std::string, candidates, "0.99,0.95,0.9,0.85,0.8,0.7,0.6,0.5",
-          "candidate thresholds (tested from the highest down)");
-ABSL_FLAG(bool, write, false, "store the chosen λ as exit_threshold in MODEL/config.json");
+ABSL_FLAG(std::string, measure, "softmax",
+          "confidence measure: softmax (response), saturation (hidden state) or classifier "
+          "(MODEL/exit_classifier.safetensors, from mnemo-train --exit_classifier)");
+ABSL_FLAG(std::string, candidates, "",
+          "candidate thresholds (tested from the highest down); empty = the measure's "
+          "default list");
+ABSL_FLAG(bool, write, false,
+          "store the chosen λ as the measure's threshold in MODEL/config.json");
+ABSL_FLAG(bool, make_default, false,
+          "with --write and a chosen λ: also make this measure the model's default "
+          "(config.json exit_measure), the one requests that name none are served with");
 ABSL_FLAG(std::string, json, "", "also write every measurement and table to this JSON file");
 ABSL_FLAG(int, threads, 0, "LibTorch intra-op threads (0 = the machine's cores)");
 ABSL_FLAG(int, chunk, 4096, "tokens per model call");
@@ -68,6 +79,19 @@ namespace ev = mnemo::eval;
 int Fail(const std::string& message) {
   std::fprintf(stderr, "mnemo-calibrate: %s\n", message.c_str());
   return 1;
+}
+
+// Candidates from strict to loose. Saturation's cosines sit close to 1, so its grid is fine
+// there; the classifier's confidence is a probability of agreeing with the full model.
+const char* DefaultCandidates(mnemo::model::ExitMeasure measure) {
+  switch (measure) {
+    case mnemo::model::ExitMeasure::kSoftmaxResponse: return "0.99,0.95,0.9,0.85,0.8,0.7,0.6,0.5";
+    case mnemo::model::ExitMeasure::kHiddenSaturation:
+      return "0.999,0.998,0.995,0.99,0.98,0.97,0.95,0.9";
+    case mnemo::model::ExitMeasure::kClassifier:
+      return "0.995,0.99,0.98,0.97,0.96,0.95,0.93,0.9,0.85,0.8";
+  }
+  return "";
 }
 
 bool ParseDoubles(const std::string& text, std::vector<double>& out) {
@@ -103,9 +127,9 @@ std::string MarkdownTable(const calm::LttResult& r) {
                           r.epsilon);
   } else {
     absl::StrAppendFormat(&out,
-                          "\nNo threshold accepted: exit_threshold stays %g (never exit). %d "
-                          "texts are needed before even a zero empirical risk can certify "
-                          "δ = %g at ε = %g.\n",
+                          "\nNo threshold accepted: the measure's threshold stays %g (never "
+                          "exit). %d texts are needed before even a zero empirical risk can "
+                          "certify δ = %g at ε = %g.\n",
                           calm::kNeverExitThreshold, calm::MinimumTexts(r.delta, r.epsilon),
                           r.delta, r.epsilon);
   }
@@ -132,10 +156,17 @@ nlohmann::json ToJson(const calm::LttResult& r) {
 int Run(int argc, char** argv) {
   const std::string model_dir = absl::GetFlag(FLAGS_model);
   if (model_dir.empty()) return Fail("--model DIR is required");
+  auto measure = mnemo::model::ParseExitMeasure(absl::GetFlag(FLAGS_measure));
+  if (!measure.ok()) return Fail(absl::StrCat("--measure: ", measure.status().message()));
+  const char* measure_name = mnemo::model::ExitMeasureName(*measure);
   std::vector<double> deltas, candidate_values;
   if (!ParseDoubles(absl::GetFlag(FLAGS_delta), deltas)) return Fail("bad --delta");
-  if (!ParseDoubles(absl::GetFlag(FLAGS_candidates), candidate_values)) {
-    return Fail("bad --candidates");
+  const std::string candidate_text = absl::GetFlag(FLAGS_candidates).empty()
+                                         ? DefaultCandidates(*measure)
+                                         : absl::GetFlag(FLAGS_candidates);
+  if (!ParseDoubles(candidate_text, candidate_values)) return Fail("bad --candidates");
+  if (absl::GetFlag(FLAGS_make_default) && !absl::GetFlag(FLAGS_write)) {
+    return Fail("--make_default needs --write");
   }
   const double epsilon = absl::GetFlag(FLAGS_epsilon);
   for (double d : deltas) {
@@ -160,6 +191,9 @@ int Run(int argc, char** argv) {
   auto model = mnemo::model::Model::Load(model_dir, {});
   if (!model.ok()) return Fail(std::string(model.status().message()));
   const mnemo::model::ModelConfig& config = (*model)->config();
+  if (absl::Status s = (*model)->CheckExitMeasure(*measure); !s.ok()) {
+    return Fail(std::string(s.message()));
+  }
 
   // The calibration split: held out from training, not scored by mnemo-eval.
   auto held_out = calm::ReadHeldOut(model_dir);
@@ -191,9 +225,9 @@ int Run(int argc, char** argv) {
   const int64_t n = static_cast<int64_t>(texts.size());
 
   std::fprintf(stderr,
-               "mnemo-calibrate: %s (%d layers), %lld texts / %lld tokens from %s (%s), "
-               "%zu candidates + full depth, %d threads\n",
-               model_dir.c_str(), config.n_layers, static_cast<long long>(n),
+               "mnemo-calibrate: %s (%d layers), measure %s, %lld texts / %lld tokens from "
+               "%s (%s), %zu candidates + full depth, %d threads\n",
+               model_dir.c_str(), config.n_layers, measure_name, static_cast<long long>(n),
                static_cast<long long>(positions), absl::GetFlag(FLAGS_corpus).c_str(),
                held_out->has_value() ? "held-out files below --eval_min_bytes" : "all files",
                candidates.size(), threads);
@@ -211,6 +245,7 @@ int Run(int argc, char** argv) {
   calm::AgreementOptions options;
   options.chunk = absl::GetFlag(FLAGS_chunk);
   options.memory.knn_mem_len = absl::GetFlag(FLAGS_knn_mem_len);
+  options.measure = *measure;
   auto measured = calm::MeasureAgreement(
       **model, texts, candidates, options, [&](const std::string& stage, int64_t done) {
         progress.SetStage(stage);
@@ -221,11 +256,13 @@ int Run(int argc, char** argv) {
   const double seconds = progress.ElapsedSeconds();
 
   std::string report = absl::StrFormat(
-      "# mnemo-calibrate\n\n- Command: `%s`\n- Model: `%s` (%d layers)\n- Calibration: %d "
+      "# mnemo-calibrate\n\n- Command: `%s`\n- Model: `%s` (%d layers)\n- Measure: %s\n"
+      "- Calibration: %d "
       "texts, %d tokens (first %d bytes of each file; files from `%s`, %s)\n- Risk: teacher-"
       "forced token disagreement with the full model, averaged per text then over texts\n"
       "- Run: %.0f s, %d threads, %.0f tokens/s over %zu passes\n\n",
-      absl::StrJoin(argv, argv + argc, " "), model_dir, config.n_layers, n, positions,
+      absl::StrJoin(argv, argv + argc, " "), model_dir, config.n_layers, measure_name, n,
+      positions,
       absl::GetFlag(FLAGS_bytes_per_file), absl::GetFlag(FLAGS_corpus),
       held_out->has_value()
           ? absl::StrFormat("held out in split.json and under %d bytes", rule.eval_min_bytes)
@@ -242,16 +279,27 @@ int Run(int argc, char** argv) {
   bool written = false;
   if (absl::GetFlag(FLAGS_write)) {
     const calm::LttResult& r = results[0];
+    const std::string field = *measure == mnemo::model::ExitMeasure::kSoftmaxResponse
+                                  ? std::string("exit_threshold")
+                                  : absl::StrCat("exit_thresholds.", measure_name);
     if (r.calibrated()) {
-      if (absl::Status s = calm::WriteExitThreshold(model_dir, r.threshold()); !s.ok()) {
+      if (absl::Status s = calm::WriteExitThreshold(model_dir, r.threshold(), *measure);
+          !s.ok()) {
         return Fail(std::string(s.message()));
       }
       written = true;
-      std::printf("Wrote exit_threshold %g to %s/config.json\n", r.threshold(),
+      std::printf("Wrote %s %g to %s/config.json\n", field.c_str(), r.threshold(),
                   model_dir.c_str());
+      if (absl::GetFlag(FLAGS_make_default)) {
+        if (absl::Status s = calm::WriteDefaultExitMeasure(model_dir, *measure); !s.ok()) {
+          return Fail(std::string(s.message()));
+        }
+        std::printf("Wrote exit_measure %s (the default measure) to %s/config.json\n",
+                    measure_name, model_dir.c_str());
+      }
     } else {
-      std::printf("Nothing written: %s/config.json keeps its exit_threshold\n",
-                  model_dir.c_str());
+      std::printf("Nothing written: %s/config.json keeps its %s\n", model_dir.c_str(),
+                  field.c_str());
     }
   }
 
@@ -276,6 +324,7 @@ int Run(int argc, char** argv) {
     for (const calm::LttResult& r : results) tables.push_back(ToJson(r));
     nlohmann::json j = {{"command", absl::StrJoin(argv, argv + argc, " ")},
                         {"model", model_dir},
+                        {"measure", measure_name},
                         {"corpus", absl::GetFlag(FLAGS_corpus)},
                         {"split", held_out->has_value() ? "split.json held-out, below "
                                                           "eval_min_bytes"
@@ -301,8 +350,9 @@ int Run(int argc, char** argv) {
 int main(int argc, char** argv) {
   mnemo::util::ConfigureCpuRuntime(argv);
   absl::SetProgramUsageMessage(
-      "mnemo-calibrate --model DIR [--corpus DIR] [--files N] [--bytes_per_file B] "
-      "[--delta 0.1] [--epsilon 0.05] [--candidates 0.99,0.95,...] [--write] [--json FILE]");
+      "mnemo-calibrate --model DIR [--measure softmax|saturation|classifier] [--corpus DIR] "
+      "[--files N] [--bytes_per_file B] [--delta 0.1] [--epsilon 0.05] "
+      "[--candidates 0.99,0.95,...] [--write [--make_default]] [--json FILE]");
   absl::ParseCommandLine(argc, argv);
   return Run(argc, argv);
 }

@@ -144,5 +144,53 @@ TEST(CalibrationTest, WriteExitThresholdRoundTripsThroughTheModelLoader) {
   fs::remove_all(dir);
 }
 
+TEST(CalibrationTest, EachMeasureHasItsOwnThresholdAndTheDefaultMeasureIsWritten) {
+  const fs::path dir = fs::temp_directory_path() / "mnemo_calm_write_measures_test";
+  fs::remove_all(dir);
+  auto model = model::Model::Random(Config(), 3);
+  ASSERT_TRUE(model->Save(dir.string()).ok());
+  ASSERT_TRUE(WriteExitThreshold(dir.string(), 0.9f).ok());
+  ASSERT_TRUE(WriteExitThreshold(dir.string(), 0.97f, model::ExitMeasure::kClassifier).ok());
+  ASSERT_TRUE(
+      WriteExitThreshold(dir.string(), 0.995f, model::ExitMeasure::kHiddenSaturation).ok());
+  ASSERT_TRUE(WriteExitThreshold(dir.string(), 0.96f, model::ExitMeasure::kClassifier).ok());
+  ASSERT_TRUE(WriteDefaultExitMeasure(dir.string(), model::ExitMeasure::kHiddenSaturation).ok());
+  auto loaded = model::Model::Load(dir.string(), {});
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  const model::ModelConfig& c = (*loaded)->config();
+  EXPECT_FLOAT_EQ(c.ExitThreshold(model::ExitMeasure::kSoftmaxResponse), 0.9f);
+  EXPECT_FLOAT_EQ(c.ExitThreshold(model::ExitMeasure::kClassifier), 0.96f);
+  EXPECT_FLOAT_EQ(c.ExitThreshold(model::ExitMeasure::kHiddenSaturation), 0.995f);
+  EXPECT_EQ(c.exit_measure, model::ExitMeasure::kHiddenSaturation);
+  // Back to softmax response: the field goes, as in a config that never had it.
+  ASSERT_TRUE(WriteDefaultExitMeasure(dir.string(), model::ExitMeasure::kSoftmaxResponse).ok());
+  std::ifstream in(dir / "config.json");
+  std::stringstream text;
+  text << in.rdbuf();
+  EXPECT_EQ(text.str().find("exit_measure"), std::string::npos) << text.str();
+  fs::remove_all(dir);
+}
+
+TEST(CalibrationTest, AgreementFollowsTheMeasure) {
+  // Threshold 0 exits every token after the first layer on any measure; > 1 never. The
+  // classifier measure needs a classifier.
+  auto model = model::Model::Random(Config(), 11);
+  const std::vector<CalibrationText> texts = Texts(3, 24, 7);
+  AgreementOptions options;
+  options.measure = model::ExitMeasure::kClassifier;
+  EXPECT_EQ(MeasureAgreement(*model, texts, std::vector<float>{0.5f}, options).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  model->SetExitClassifier(
+      model::ExitClassifier(Config().n_layers - 1, Config().d_model, Config().layer_norm_eps));
+  for (model::ExitMeasure measure : model::kExitMeasures) {
+    options.measure = measure;
+    auto measured = MeasureAgreement(*model, texts, std::vector<float>{2.0f, 0.0f}, options);
+    ASSERT_TRUE(measured.ok()) << measured.status();
+    EXPECT_DOUBLE_EQ((*measured)[0].MeanExitLayer(), 3.0) << model::ExitMeasureName(measure);
+    EXPECT_DOUBLE_EQ((*measured)[0].MeanRisk(), 0.0) << model::ExitMeasureName(measure);
+    EXPECT_DOUBLE_EQ((*measured)[1].MeanExitLayer(), 1.0) << model::ExitMeasureName(measure);
+  }
+}
+
 }  // namespace
 }  // namespace mnemo::calm
