@@ -9,6 +9,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "engine/model/exit_measure.h"
 
 namespace mnemo::engine {
 
@@ -31,10 +32,13 @@ struct KnnLmOptions {
 };
 
 // CALM early exit (DESIGN.md §5): each generated token leaves the network at the first layer
-// whose confidence reaches λ_t, the request's threshold relaxed along the output.
+// whose confidence (by `measure`) reaches λ_t, the request's threshold relaxed along the
+// output. Validation resolves both unset fields (the scheduler's ValidateGenerate).
 struct EarlyExitOptions {
   bool enabled = false;
-  std::optional<float> threshold;  // in (0, 1]; unset = the model's calibrated exit_threshold
+  std::optional<float> threshold;  // in (0, 1]; unset = the model's calibrated λ for `measure`
+  // unset = the model's default measure (config.json exit_measure; softmax response unless set)
+  std::optional<model::ExitMeasure> measure;
 };
 
 struct GenerateOptions {

@@ -5,9 +5,12 @@ For each prompt (the start of a held-out file of the model's split.json), genera
 --max_new_tokens greedily at full depth and with early_exit at each threshold, and reports the
 mean exit layer, the fraction of output tokens equal to the full-depth output at the same
 position, and the mean length of the common prefix. Greedy outputs diverge for good once one
-token differs, so position-wise agreement is a strict measure.
+token differs, so position-wise agreement is a strict measure. --measure picks the confidence
+(softmax, saturation or classifier; default: the model's); a threshold "calibrated" sends none,
+so the server uses the model's calibrated threshold for that measure.
 
     /usr/bin/python3 scripts/exit_agreement.py --address 127.0.0.1:50051 --thresholds 0.9,0.5,0.3
+    /usr/bin/python3 scripts/exit_agreement.py --measure classifier --thresholds calibrated,0.8
 """
 
 import argparse
@@ -37,11 +40,18 @@ def prompts(model_dir: str, count: int, chars: int) -> list:
     return out
 
 
-def run(client, prompt, n, threshold):
+CALIBRATED = "calibrated"
+
+
+def run(client, prompt, n, threshold, measure=None):
+    """threshold None = full depth; CALIBRATED = early exit at the model's threshold."""
     kwargs = {}
     if threshold is not None:
         kwargs["early_exit"] = True
-        kwargs["exit_threshold"] = threshold
+        if threshold != CALIBRATED:
+            kwargs["exit_threshold"] = threshold
+        if measure:
+            kwargs["exit_measure"] = measure
     stream = client.generate(prompt, max_new_tokens=n, temperature=0, stop_at_eos=False, **kwargs)
     ids, layers = [], []
     for chunk in stream:
@@ -59,19 +69,25 @@ def main() -> int:
     parser.add_argument("--prompts", type=int, default=16)
     parser.add_argument("--prompt_chars", type=int, default=512)
     parser.add_argument("--max_new_tokens", type=int, default=64)
-    parser.add_argument("--thresholds", default="0.9,0.5,0.3")
+    parser.add_argument("--thresholds", default="0.9,0.5,0.3",
+                        help=f"comma list of thresholds in (0, 1] or '{CALIBRATED}'")
+    parser.add_argument("--measure", default="",
+                        choices=["", "softmax", "saturation", "classifier"],
+                        help="exit measure (default: the model's)")
     args = parser.parse_args()
+    thresholds = [t if t == CALIBRATED else float(t) for t in args.thresholds.split(",")]
     texts = prompts(args.model, args.prompts, args.prompt_chars)
     with Client(args.address, timeout=600) as client:
         full = [run(client, p, args.max_new_tokens, None)[0] for p in texts]
-        print(f"{len(texts)} prompts x {args.max_new_tokens} greedy tokens")
+        print(f"{len(texts)} prompts x {args.max_new_tokens} greedy tokens, "
+              f"measure {args.measure or 'the model default'}")
         print("| threshold | mean exit layer | tokens equal to full depth | mean common prefix |")
         print("|---|---:|---:|---:|")
-        for threshold in [float(t) for t in args.thresholds.split(",")]:
+        for threshold in thresholds:
             equal = total = prefix = 0
             layer_sum = layer_count = 0
             for p, ref in zip(texts, full):
-                ids, layers = run(client, p, args.max_new_tokens, threshold)
+                ids, layers = run(client, p, args.max_new_tokens, threshold, args.measure)
                 equal += sum(a == b for a, b in zip(ids, ref))
                 total += len(ref)
                 k = 0

@@ -41,6 +41,20 @@ absl::StatusOr<std::optional<engine::KnnLmOptions>> ToKnnLmOptions(const v1::Knn
   return options;
 }
 
+// EXIT_MEASURE_UNSPECIFIED = nullopt (the model's default); an unknown value (a newer client's
+// enum, or garbage) is INVALID_ARGUMENT. Whether the model has the measure (a classifier, a
+// calibrated threshold) is the engine's check.
+absl::StatusOr<std::optional<model::ExitMeasure>> ToExitMeasure(int measure) {
+  switch (measure) {
+    case v1::EXIT_MEASURE_UNSPECIFIED: return std::nullopt;
+    case v1::EXIT_MEASURE_SOFTMAX_RESPONSE: return model::ExitMeasure::kSoftmaxResponse;
+    case v1::EXIT_MEASURE_HIDDEN_SATURATION: return model::ExitMeasure::kHiddenSaturation;
+    case v1::EXIT_MEASURE_CLASSIFIER: return model::ExitMeasure::kClassifier;
+    default:
+      return InvalidArgument("early_exit.measure", absl::StrCat("has unknown value ", measure));
+  }
+}
+
 // Selects the page of `items` (sorted by `key`) that `request` asks for.
 template <typename T, typename KeyFn>
 absl::StatusOr<std::pair<std::vector<const T*>, std::string>> SelectPage(
@@ -75,6 +89,9 @@ absl::StatusOr<engine::GenerateOptions> ToGenerateOptions(const v1::GenerateRequ
       return InvalidArgument("early_exit.threshold", "must be in (0, 1]");
     }
   }
+  absl::StatusOr<std::optional<model::ExitMeasure>> measure =
+      ToExitMeasure(request.early_exit().measure());
+  if (!measure.ok()) return measure.status();
   absl::StatusOr<std::optional<engine::KnnLmOptions>> knn_lm = ToKnnLmOptions(request.knn_lm());
   if (!knn_lm.ok()) return knn_lm.status();
 
@@ -97,6 +114,7 @@ absl::StatusOr<engine::GenerateOptions> ToGenerateOptions(const v1::GenerateRequ
   if (request.early_exit().has_threshold()) {
     options.early_exit.threshold = request.early_exit().threshold();
   }
+  options.early_exit.measure = *measure;
   return options;
 }
 

@@ -26,8 +26,8 @@ inline constexpr int kMaxPageSize = 1000;
 
 // Unset optionals take the documented defaults: temperature, top_p and repetition_penalty 1.0,
 // seed random, stop_at_eos true. INVALID_ARGUMENT for `logprobs` outside [0, max_top_logprobs],
-// an `early_exit.threshold` outside (0, 1] or bad `knn_lm` values; NOT_FOUND for a
-// `knn_lm.datastore` (this release serves none).
+// an `early_exit.threshold` outside (0, 1], an unknown `early_exit.measure` or bad `knn_lm`
+// values (the engine checks the measure against the model).
 absl::StatusOr<engine::GenerateOptions> ToGenerateOptions(const v1::GenerateRequest& request,
                                                           int max_top_logprobs);
 absl::StatusOr<engine::ScoreOptions> ToScoreOptions(const v1::ScoreRequest& request);

@@ -12,8 +12,7 @@ using engine::FinishReason;
 GenerateTask::GenerateTask(uint64_t id, engine::GenerateOptions options,
                            std::optional<KnnLmPlan> knn_lm,
                            std::shared_ptr<engine::GenerateStream> stream,
-                           absl::Time submit_time, uint64_t seed, float model_exit_threshold,
-                           session::Session* session)
+                           absl::Time submit_time, uint64_t seed, session::Session* session)
     : Task(id, session),
       options_(std::move(options)),
       knn_lm_(std::move(knn_lm)),
@@ -31,9 +30,11 @@ GenerateTask::GenerateTask(uint64_t id, engine::GenerateOptions options,
   // A request that does not stop at EOS must not see it either: an EOS in the middle of the
   // text would be a token with no bytes that the model was never trained to continue from.
   if (!options_.stop_at_eos) forbidden_.push_back(tokenizer::ByteTokenizer::kEosId);
-  if (options_.early_exit.enabled) {
-    const float threshold = options_.early_exit.threshold.value_or(model_exit_threshold);
-    if (calm::ExitEnabled(threshold)) exit_threshold_ = threshold;
+  // Validation resolved an enabled request's threshold and measure; 1.0 never exits.
+  if (options_.early_exit.enabled && options_.early_exit.threshold.has_value() &&
+      calm::ExitEnabled(*options_.early_exit.threshold)) {
+    exit_threshold_ = *options_.early_exit.threshold;
+    exit_measure_ = options_.early_exit.measure.value_or(model::ExitMeasure::kSoftmaxResponse);
   }
 }
 
@@ -141,6 +142,7 @@ bool GenerateTask::DecodeOne(StepContext& ctx) {
     row.memory = &state().memory;
     row.exit_threshold = threshold;
     row.knn_lm_key = !exit_allowed;
+    row.exit_measure = exit_measure_;
     // Runs later in this iteration, before the scheduler releases a finished task's session.
     ctx.decode_batch->Add(row, [this, last, reason, now = ctx.now](
                                    absl::StatusOr<DecodeBatch::Output> out) {
@@ -155,7 +157,8 @@ bool GenerateTask::DecodeOne(StepContext& ctx) {
   }
   const int id[] = {sample.id};
   const absl::Status fed = exit_allowed
-                               ? FeedTokenWithExit(ctx.model, state(), sample.id, threshold)
+                               ? FeedTokenWithExit(ctx.model, state(), sample.id, threshold,
+                                                   exit_measure_)
                                : FeedText(ctx.model, state(), id, model::Outputs::kLast).status();
   if (!fed.ok()) {
     Finish(FinishReason::kError, fed, ctx.now);

@@ -25,13 +25,13 @@ namespace mnemo::scheduler {
 
 class GenerateTask : public Task {
  public:
-  // `options` are validated, with max_new_tokens resolved, and `knn_lm` resolved from them;
-  // `seed` is the request's seed (or one the scheduler drew); `model_exit_threshold` is the
-  // model's calibrated CALM threshold (early_exit without a threshold uses it; >= 1 = never
-  // exit). `session` nullptr = one-shot.
+  // `options` are validated by ValidateGenerate, which resolves max_new_tokens and, when early
+  // exit is enabled, its measure and threshold (a threshold >= 1 never exits); `knn_lm` is
+  // resolved from them; `seed` is the request's seed (or one the scheduler drew). `session`
+  // nullptr = one-shot.
   GenerateTask(uint64_t id, engine::GenerateOptions options, std::optional<KnnLmPlan> knn_lm,
                std::shared_ptr<engine::GenerateStream> stream, absl::Time submit_time,
-               uint64_t seed, float model_exit_threshold, session::Session* session);
+               uint64_t seed, session::Session* session);
 
   bool Step(StepContext& ctx) override;
   void Abort(const absl::Status& status, absl::Time now) override;
@@ -48,6 +48,7 @@ class GenerateTask : public Task {
   const std::optional<KnnLmPlan> knn_lm_;
   // Set when the request exits early and its threshold allows exits: λ before the schedule.
   std::optional<float> exit_threshold_;
+  model::ExitMeasure exit_measure_ = model::ExitMeasure::kSoftmaxResponse;  // with exit_threshold_
   bool finished_ = false;  // the stream was closed (Finish ran)
   const std::shared_ptr<engine::GenerateStream> stream_;
   const absl::Time submit_time_;

@@ -58,7 +58,9 @@ absl::Status Scheduler::Enqueue(std::unique_ptr<Request> request) {
 absl::Status Scheduler::SubmitGenerate(engine::GenerateOptions options,
                                        std::shared_ptr<engine::GenerateStream> stream) {
   if (stream == nullptr) return absl::InvalidArgumentError("Submit needs a stream");
-  if (absl::Status s = ValidateGenerate(options, config_.limits); !s.ok()) return s;
+  if (absl::Status s = ValidateGenerate(options, config_.limits, ModelExitInfo::Of(*model_));
+      !s.ok())
+    return s;
   std::optional<KnnLmPlan> knn_lm;
   if (options.knn_lm) {
     absl::StatusOr<KnnLmPlan> plan =
@@ -231,8 +233,7 @@ void Scheduler::Admit(std::unique_ptr<Request> request, absl::Time now) {
     const uint64_t seed = request->generate.sampling.seed.value_or(seed_rng_());
     task = std::make_unique<GenerateTask>(id, std::move(request->generate),
                                           std::move(request->knn_lm), std::move(request->stream),
-                                          request->submit_time, seed,
-                                          model_->config().exit_threshold, session);
+                                          request->submit_time, seed, session);
   } else if (request->kind == Request::Kind::kScore) {
     task = std::make_unique<ScoreTask>(id, std::move(request->score), std::move(request->knn_lm),
                                        std::move(request->score_done), session);

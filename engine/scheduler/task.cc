@@ -42,10 +42,10 @@ absl::StatusOr<torch::Tensor> FeedText(model::Model& model, session::SequenceSta
 }
 
 absl::Status FeedTokenWithExit(model::Model& model, session::SequenceState& state, int token,
-                               float threshold) {
+                               float threshold, model::ExitMeasure measure) {
   const int ids[] = {token};
   MNEMO_ASSIGN_OR_RETURN(model::ExitForward out,
-                         model.ForwardWithExit(ids, state.memory, threshold));
+                         model.ForwardWithExit(ids, state.memory, threshold, measure));
   // An exited token never reaches the last layer, so there is no kNN-LM key for it; the
   // request's last token is fed at full depth (see GenerateTask), which restores one.
   RecordFeed(state, out.logprobs[0].contiguous(), out.exit_layers[0], torch::Tensor());

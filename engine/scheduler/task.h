@@ -86,10 +86,11 @@ absl::StatusOr<torch::Tensor> FeedText(model::Model& model, session::SequenceSta
 void RecordFeed(session::SequenceState& state, torch::Tensor logprobs, int exit_layer,
                 torch::Tensor key);
 
-// Feeds one generated token through Model::ForwardWithExit (CALM, state propagation): sets
-// last_logprobs from its exit layer, last_exit_layer, and clears last_knn_lm_key.
+// Feeds one generated token through Model::ForwardWithExit (CALM, state propagation) with
+// `measure`: sets last_logprobs from its exit layer, last_exit_layer, and clears
+// last_knn_lm_key.
 absl::Status FeedTokenWithExit(model::Model& model, session::SequenceState& state, int token,
-                               float threshold);
+                               float threshold, model::ExitMeasure measure);
 
 // The log-probs of a [vocab] float32 CPU contiguous tensor as a span (no copy).
 absl::Span<const float> AsSpan(const torch::Tensor& logprobs);

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "engine/calm/threshold_schedule.h"
 #include "engine/session/session_store.h"
 #include "engine/tokenizer/utf8.h"
 
@@ -18,9 +19,52 @@ absl::Status ValidateSessionField(const std::string& session_id) {
   return session::SessionStore::ValidateId(session_id);
 }
 
+// Checks early_exit against what the model offers and fills in its unset measure and
+// threshold (only when enabled: a disabled request keeps them as given).
+absl::Status ResolveEarlyExit(engine::EarlyExitOptions& early_exit, const ModelExitInfo& exit) {
+  using model::ExitMeasure;
+  if (early_exit.threshold.has_value()) {
+    const float threshold = *early_exit.threshold;
+    if (!(threshold > 0 && threshold <= 1)) {
+      return Invalid("early_exit.threshold", absl::StrCat("must be in (0, 1], got ", threshold));
+    }
+  }
+  const ExitMeasure measure = early_exit.measure.value_or(exit.default_measure);
+  const char* name = model::ExitMeasureName(measure);
+  if (measure == ExitMeasure::kClassifier && !exit.has_classifier) {
+    return Invalid(early_exit.measure.has_value() ? "early_exit.measure" : "early_exit",
+                   absl::StrCat("needs the ", name, " measure, but the model has no exit "
+                                "classifier (train one with mnemo-train --exit_classifier)"));
+  }
+  if (!early_exit.enabled) return absl::OkStatus();
+  early_exit.measure = measure;
+  if (!early_exit.threshold.has_value()) {
+    const float calibrated = exit.thresholds[static_cast<size_t>(measure)];
+    if (!calm::ExitEnabled(calibrated)) {
+      return Invalid("early_exit.threshold",
+                     absl::StrCat("must be set for measure ", name, ": the model has no "
+                                  "calibrated threshold for it (mnemo-calibrate --measure ",
+                                  name, " --write)"));
+    }
+    early_exit.threshold = calibrated;
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
-absl::Status ValidateGenerate(engine::GenerateOptions& options, const RequestLimits& limits) {
+ModelExitInfo ModelExitInfo::Of(const model::Model& model) {
+  ModelExitInfo info;
+  info.default_measure = model.config().exit_measure;
+  for (model::ExitMeasure measure : model::kExitMeasures) {
+    info.thresholds[static_cast<size_t>(measure)] = model.config().ExitThreshold(measure);
+  }
+  info.has_classifier = model.exit_classifier() != nullptr;
+  return info;
+}
+
+absl::Status ValidateGenerate(engine::GenerateOptions& options, const RequestLimits& limits,
+                              const ModelExitInfo& exit) {
   if (absl::Status s = ValidateSessionField(options.session_id); !s.ok()) return s;
   if (!tokenizer::IsValidUtf8(options.prompt)) return Invalid("prompt", "is not valid UTF-8");
   if (options.prompt.empty() && options.session_id.empty()) {
@@ -56,12 +100,7 @@ absl::Status ValidateGenerate(engine::GenerateOptions& options, const RequestLim
     return Invalid("logprobs", absl::StrCat("must be in [0, ", limits.max_top_logprobs,
                                             "], got ", options.top_logprobs));
   }
-  if (options.early_exit.threshold.has_value()) {
-    const float threshold = *options.early_exit.threshold;
-    if (!(threshold > 0 && threshold <= 1)) {
-      return Invalid("early_exit.threshold", absl::StrCat("must be in (0, 1], got ", threshold));
-    }
-  }
+  if (absl::Status s = ResolveEarlyExit(options.early_exit, exit); !s.ok()) return s;
   if (options.early_exit.enabled && options.knn_lm.has_value()) {
     return Invalid("early_exit",
                    "cannot be combined with knn_lm: the kNN-LM key is the last layer's state, "

@@ -187,12 +187,35 @@ class BenchAgainstServerTest(BenchTestBase):
         doc = self.load_json()
         self.assertTrue(doc["config"]["early_exit"])
         self.assertAlmostEqual(doc["config"]["exit_threshold"], 0.5)
+        self.assertIsNone(doc["config"]["exit_measure"])
         [level] = doc["levels"]
         self.assertEqual(level["requests"]["ok"], 6)
         self.assertLessEqual(level["usage_prompt_tokens"], 6 * 10)
         self.assertGreater(level["usage_prompt_tokens"], 6 * 10 - 6 * 3)
         self.assertGreaterEqual(level["exit_layer"]["mean"], 1)
         self.assertLessEqual(level["exit_layer"]["mean"], MODEL_LAYERS)
+
+    def test_exit_measure_reaches_the_server(self):
+        # Saturation with an explicit threshold is served on any model; the test model has no
+        # exit classifier, so every classifier request is INVALID_ARGUMENT naming the field.
+        result = self.bench("--concurrency", 1, "--requests", 2, "--warmup", 0,
+                            "--prompt_tokens", 10, "--max_new_tokens", 3, "--early_exit", "on",
+                            "--exit_measure", "saturation", "--exit_threshold", 0.5,
+                            "--json", self.path("out.json"))
+        self.assertEqual(result.returncode, 0, describe(result))
+        doc = self.load_json()
+        self.assertEqual(doc["config"]["exit_measure"], "saturation")
+        [level] = doc["levels"]
+        self.assertEqual(level["requests"]["ok"], 2)
+        result = self.bench("--concurrency", 1, "--requests", 2, "--warmup", 0,
+                            "--prompt_tokens", 10, "--max_new_tokens", 3, "--early_exit", "on",
+                            "--exit_measure", "classifier", "--exit_threshold", 0.5,
+                            "--json", self.path("out.json"))
+        self.assertEqual(result.returncode, 1, describe(result))
+        [level] = self.load_json()["levels"]
+        self.assertEqual(level["errors"]["INVALID_ARGUMENT"]["count"], 2)
+        self.assertIn("early_exit.measure",
+                      level["errors"]["INVALID_ARGUMENT"]["first_message"])
 
     def test_ctrl_c_reports_partial_results(self):
         proc = subprocess.Popen(
@@ -271,6 +294,9 @@ class BenchErrorTest(BenchTestBase):
             (["--early_exit", "yes"], "--early_exit must be on or off"),
             (["--exit_threshold", "0.5"], "--exit_threshold needs --early_exit on"),
             (["--early_exit", "on", "--exit_threshold", "1.5"], "--exit_threshold must be"),
+            (["--exit_measure", "classifier"], "--exit_measure needs --early_exit on"),
+            (["--early_exit", "on", "--exit_measure", "entropy"],
+             "--exit_measure must be softmax, saturation or classifier"),
             (["--temperature", "-1"], "--temperature"),
             (["--deadline", "0s"], "--deadline"),
             (["--prompt_tokens", "0"], "--sessions reuse"),

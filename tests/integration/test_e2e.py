@@ -339,6 +339,9 @@ class EndToEndTest(unittest.TestCase):
             dict(prompt=""),  # empty prompt without a session
             dict(prompt="x", repetition_penalty=0.0),
             dict(prompt="x", logprobs=-1),
+            # The test model has no exit classifier and no calibrated threshold.
+            dict(prompt="x", early_exit=True, exit_measure="classifier", exit_threshold=0.5),
+            dict(prompt="x", early_exit=True, exit_measure="saturation"),
         ]
         for kwargs in bad:
             with self.subTest(**kwargs):
@@ -350,6 +353,15 @@ class EndToEndTest(unittest.TestCase):
         with self.assertRaises(MnemoError) as ctx:
             self.client.score("")
         self.assertEqual(ctx.exception.code, grpc.StatusCode.INVALID_ARGUMENT)
+        with self.assertRaises(ValueError):  # refused by the client, before any call
+            self.client.generate("x", early_exit=True, exit_measure="entropy")
+        # A measure the model can serve, with a threshold: every token reports its layer.
+        chunks = list(self.client.generate("x", max_new_tokens=4, temperature=0,
+                                           stop_at_eos=False, early_exit=True,
+                                           exit_measure="saturation", exit_threshold=0.5))
+        layers = [t.exit_layer for c in chunks for t in c.tokens]
+        self.assertEqual(len(layers), 4)
+        self.assertTrue(all(layer >= 1 for layer in layers), layers)
 
     def test_unknown_session_is_not_found(self):
         calls = [

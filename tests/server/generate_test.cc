@@ -260,6 +260,29 @@ TEST_F(GenerateTest, BadInputIsInvalidArgumentNamingTheField) {
       {"early_exit threshold 1.5",
        [](v1::GenerateRequest& r) { r.mutable_early_exit()->set_threshold(1.5f); },
        "early_exit.threshold"},
+      {"early_exit measure of an unknown value",
+       [](v1::GenerateRequest& r) {
+         r.mutable_early_exit()->set_enabled(true);
+         r.mutable_early_exit()->set_measure(static_cast<v1::ExitMeasure>(9));
+       },
+       "early_exit.measure"},
+      {"early_exit on the classifier of a model without one",
+       [](v1::GenerateRequest& r) {
+         r.mutable_early_exit()->set_enabled(true);
+         r.mutable_early_exit()->set_threshold(0.5f);
+         r.mutable_early_exit()->set_measure(v1::EXIT_MEASURE_CLASSIFIER);
+       },
+       "early_exit.measure"},
+      // The test model is uncalibrated: no threshold to fall back on, for any measure.
+      {"early_exit without a threshold on an uncalibrated model",
+       [](v1::GenerateRequest& r) { r.mutable_early_exit()->set_enabled(true); },
+       "early_exit.threshold must be set for measure softmax"},
+      {"early_exit saturation without a threshold on an uncalibrated model",
+       [](v1::GenerateRequest& r) {
+         r.mutable_early_exit()->set_enabled(true);
+         r.mutable_early_exit()->set_measure(v1::EXIT_MEASURE_HIDDEN_SATURATION);
+       },
+       "early_exit.threshold must be set for measure saturation"},
       {"knn_lm lambda 2", [](v1::GenerateRequest& r) { r.mutable_knn_lm()->set_lambda(2.0f); },
        "knn_lm.lambda"},
   };

@@ -65,6 +65,10 @@ TEST(ProtoConvertTest, EdgeChecksNameTheField) {
        "logprobs"},
       {[](v1::GenerateRequest& r) { r.mutable_early_exit()->set_threshold(0.0f); },
        absl::StatusCode::kInvalidArgument, "early_exit.threshold"},
+      {[](v1::GenerateRequest& r) {
+         r.mutable_early_exit()->set_measure(static_cast<v1::ExitMeasure>(4));
+       },
+       absl::StatusCode::kInvalidArgument, "early_exit.measure"},
       {[](v1::GenerateRequest& r) { r.mutable_knn_lm()->set_lambda(-0.1f); },
        absl::StatusCode::kInvalidArgument, "knn_lm.lambda"},
       {[](v1::GenerateRequest& r) { r.mutable_knn_lm()->set_k(-1); },
@@ -83,6 +87,29 @@ TEST(ProtoConvertTest, EdgeChecksNameTheField) {
     absl::StatusOr<engine::GenerateOptions> options = ToGenerateOptions(request, 20);
     EXPECT_EQ(options.status().code(), c.code) << c.field;
     EXPECT_TRUE(absl::StrContains(options.status().message(), c.field)) << options.status();
+  }
+}
+
+TEST(ProtoConvertTest, EarlyExitMeasureMapsToTheEngineAndUnsetIsTheModelDefault) {
+  v1::GenerateRequest request;
+  request.set_prompt("p");
+  request.mutable_early_exit()->set_enabled(true);
+  absl::StatusOr<engine::GenerateOptions> unset = ToGenerateOptions(request, 20);
+  ASSERT_TRUE(unset.ok()) << unset.status();
+  EXPECT_TRUE(unset->early_exit.enabled);
+  EXPECT_FALSE(unset->early_exit.measure.has_value());
+  EXPECT_FALSE(unset->early_exit.threshold.has_value());
+  const std::pair<v1::ExitMeasure, model::ExitMeasure> pairs[] = {
+      {v1::EXIT_MEASURE_SOFTMAX_RESPONSE, model::ExitMeasure::kSoftmaxResponse},
+      {v1::EXIT_MEASURE_HIDDEN_SATURATION, model::ExitMeasure::kHiddenSaturation},
+      {v1::EXIT_MEASURE_CLASSIFIER, model::ExitMeasure::kClassifier}};
+  for (const auto& [wire, engine_measure] : pairs) {
+    request.mutable_early_exit()->set_measure(wire);
+    request.mutable_early_exit()->set_threshold(0.75f);
+    absl::StatusOr<engine::GenerateOptions> options = ToGenerateOptions(request, 20);
+    ASSERT_TRUE(options.ok()) << options.status();
+    EXPECT_EQ(options->early_exit.measure, engine_measure);
+    EXPECT_EQ(options->early_exit.threshold, 0.75f);
   }
 }
 

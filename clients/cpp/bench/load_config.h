@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 
 #include "absl/time/time.h"
 
@@ -32,6 +33,8 @@ struct LoadConfig {
   SessionMode sessions = SessionMode::kFresh;
   bool early_exit = false;
   std::optional<float> exit_threshold;  // unset = the model's calibrated value
+  // "softmax", "saturation" or "classifier"; empty = the model's default measure.
+  std::string exit_measure;
   float temperature = 0.0f;             // 0 = greedy
   std::optional<uint64_t> seed;         // request i gets seed + i
   bool stop_at_eos = false;  // false: every request asks for exactly max_new_tokens tokens

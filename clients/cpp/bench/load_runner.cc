@@ -154,6 +154,12 @@ v1::GenerateRequest LoadRunner::BuildRequestLocked(int stream) {
     if (config_.exit_threshold.has_value()) {
       request.mutable_early_exit()->set_threshold(*config_.exit_threshold);
     }
+    if (!config_.exit_measure.empty()) {
+      request.mutable_early_exit()->set_measure(
+          config_.exit_measure == "softmax"      ? v1::EXIT_MEASURE_SOFTMAX_RESPONSE
+          : config_.exit_measure == "saturation" ? v1::EXIT_MEASURE_HIDDEN_SATURATION
+                                                 : v1::EXIT_MEASURE_CLASSIFIER);
+    }
   }
   return request;
 }

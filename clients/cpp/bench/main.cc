@@ -67,6 +67,9 @@ ABSL_FLAG(std::string, early_exit, "off", "CALM early exit: on or off.");
 ABSL_FLAG(std::optional<float>, exit_threshold, std::nullopt,
           "Early-exit confidence threshold in (0, 1] (with --early_exit on); unset = the "
           "model's calibrated value.");
+ABSL_FLAG(std::string, exit_measure, "",
+          "Early-exit confidence measure (with --early_exit on): softmax, saturation or "
+          "classifier; empty = the model's default.");
 ABSL_FLAG(float, temperature, 0.0f, "Sampling temperature; 0 = greedy.");
 ABSL_FLAG(std::optional<uint64_t>, seed, std::nullopt,
           "Sampling seed; request i of the run uses seed + i.");
@@ -102,6 +105,7 @@ constexpr char kUsage[] = R"(load generator for a mnemo server.
   mnemo-bench [--target HOST:PORT] [--concurrency N|N,N,...] [--requests N | --duration 30s]
               [--warmup N] [--prompt_tokens N | --prompt_file FILE] [--max_new_tokens N]
               [--sessions fresh|reuse] [--early_exit on|off] [--exit_threshold T]
+              [--exit_measure softmax|saturation|classifier]
               [--temperature T] [--seed S] [--deadline 120s] [--json PATH] [--plot PATH.png]
 
 Prints a summary per level (and a sweep table for several levels) to stdout, a progress line
@@ -172,6 +176,16 @@ absl::StatusOr<bench::LoadConfig> ConfigFromFlags() {
     if (!c.early_exit) return absl::InvalidArgumentError("--exit_threshold needs --early_exit on");
     if (!(*c.exit_threshold > 0.0f && *c.exit_threshold <= 1.0f)) {
       return absl::InvalidArgumentError("--exit_threshold must be in (0, 1]");
+    }
+  }
+  c.exit_measure = absl::GetFlag(FLAGS_exit_measure);
+  if (!c.exit_measure.empty()) {
+    if (!c.early_exit) return absl::InvalidArgumentError("--exit_measure needs --early_exit on");
+    if (c.exit_measure != "softmax" && c.exit_measure != "saturation" &&
+        c.exit_measure != "classifier") {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--exit_measure must be softmax, saturation or classifier, got '", c.exit_measure,
+          "'"));
     }
   }
   c.temperature = absl::GetFlag(FLAGS_temperature);

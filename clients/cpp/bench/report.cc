@@ -65,6 +65,8 @@ nlohmann::json ConfigJson(const RunInfo& info, const LoadConfig& c) {
       {"early_exit", c.early_exit},
       {"exit_threshold",
        c.exit_threshold ? nlohmann::json(*c.exit_threshold) : nlohmann::json(nullptr)},
+      {"exit_measure",
+       c.exit_measure.empty() ? nlohmann::json(nullptr) : nlohmann::json(c.exit_measure)},
       {"temperature", c.temperature},
       {"seed", c.seed ? nlohmann::json(*c.seed) : nlohmann::json(nullptr)},
       {"stop_at_eos", c.stop_at_eos},
@@ -89,10 +91,13 @@ std::string FormatSettings(const RunInfo& info, const LoadConfig& c) {
   std::string sampling = c.temperature == 0.0f
                              ? std::string("greedy")
                              : absl::StrFormat("temperature %g", c.temperature);
+  const std::string measure =
+      c.exit_measure.empty() ? std::string("model's measure") : c.exit_measure;
   std::string exit = c.early_exit ? (c.exit_threshold
-                                         ? absl::StrFormat("early exit on (threshold %g)",
-                                                           *c.exit_threshold)
-                                         : std::string("early exit on (model threshold)"))
+                                         ? absl::StrFormat("early exit on (%s, threshold %g)",
+                                                           measure, *c.exit_threshold)
+                                         : absl::StrFormat("early exit on (%s, model threshold)",
+                                                           measure))
                                   : std::string("early exit off");
   std::string model = info.model_name.empty()
                           ? std::string("model unknown")

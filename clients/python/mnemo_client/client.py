@@ -205,6 +205,21 @@ def _fill_knn_lm(value: Optional[KnnLmLike], out: generation_pb2.KnnLm) -> None:
         out.temperature = knn.temperature
 
 
+# Names of the CALM exit measures, as mnemo-calibrate --measure and config.json spell them.
+EXIT_MEASURES = ("softmax", "saturation", "classifier")
+
+
+def _exit_measure(name: str) -> int:
+    values = {
+        "softmax": generation_pb2.EXIT_MEASURE_SOFTMAX_RESPONSE,
+        "saturation": generation_pb2.EXIT_MEASURE_HIDDEN_SATURATION,
+        "classifier": generation_pb2.EXIT_MEASURE_CLASSIFIER,
+    }
+    if name not in values:
+        raise ValueError(f"exit_measure must be one of {', '.join(EXIT_MEASURES)}, got {name!r}")
+    return values[name]
+
+
 def _datastore_from_proto(msg: datastores_pb2.Datastore) -> Datastore:
     return Datastore(
         name=msg.name, session_id=msg.session_id, dir=msg.dir, model=msg.model,
@@ -362,6 +377,7 @@ class Client:
         knn_lm: Optional[KnnLmLike] = None,
         early_exit: bool = False,
         exit_threshold: Optional[float] = None,
+        exit_measure: Optional[str] = None,
         timeout: Optional[float] = None,
     ) -> GenerateStream:
         """Starts a streaming generation; iterate the result for `Chunk`s.
@@ -371,7 +387,10 @@ class Client:
         with datastore, lambda_, k, temperature) mixes a datastore's neighbours into every
         generated token's distribution; request errors surface when the stream is read.
         `early_exit` turns on CALM early exit (each token reports its `exit_layer`);
-        `exit_threshold` in (0, 1] overrides the model's calibrated threshold.
+        `exit_measure` picks the confidence it exits on ("softmax", "saturation" or
+        "classifier"; None = the model's default) and `exit_threshold` in (0, 1] overrides the
+        model's calibrated threshold for that measure. Raises ValueError for an unknown
+        measure name.
         """
         request = generation_pb2.GenerateRequest(
             session_id=session_id, prompt=prompt, max_new_tokens=max_new_tokens,
@@ -392,6 +411,8 @@ class Client:
         request.early_exit.enabled = early_exit
         if exit_threshold is not None:
             request.early_exit.threshold = exit_threshold
+        if exit_measure is not None:
+            request.early_exit.measure = _exit_measure(exit_measure)
         call = self._generation.Generate(request, timeout=self._timeout(timeout))
         return GenerateStream(call)
 

@@ -8,6 +8,7 @@
 #include "absl/strings/match.h"
 #include "engine/calm/threshold_schedule.h"
 #include "gtest/gtest.h"
+#include "tests/engine/model/exit_test_util.h"
 #include "tests/engine/scheduler/scheduler_fixture.h"
 
 namespace mnemo::scheduler {
@@ -16,19 +17,22 @@ namespace {
 // A tiny random model is nearly uniform (softmax response ~0), so nothing would ever exit.
 // Scaling the final norm sharpens every layer's shared-head distribution into a mix of
 // confident and unsure tokens.
+// It also gets a random exit classifier, so every measure can be served.
 std::unique_ptr<model::Model> SharpModel() {
   std::unique_ptr<model::Model> model = testing::TinyModel();
   torch::NoGradGuard no_grad;
   auto params = model->transformer()->named_parameters();
   params["final_norm.weight"].mul_(12.0);
   params["final_norm.bias"].mul_(12.0);
+  model->SetExitClassifier(testing::RandomExitClassifier(testing::TinyConfig(), 5));
   return model;
 }
 
 // Greedy decoding by hand: the prompt at full depth, then each generated token (but the last)
 // fed through ForwardWithExit with λ_t; returns ids and the exit layer of each.
 void ManualExitGreedy(const std::string& prompt, int n, float lambda, std::vector<int>* ids,
-                      std::vector<int>* layers) {
+                      std::vector<int>* layers,
+                      model::ExitMeasure measure = model::ExitMeasure::kSoftmaxResponse) {
   std::unique_ptr<model::Model> model = SharpModel();
   memory::SessionMemory memory = model->NewMemory();
   std::vector<int> input = {model::kBosId};
@@ -48,7 +52,7 @@ void ManualExitGreedy(const std::string& prompt, int n, float lambda, std::vecto
     if (t + 1 == n) break;
     const int one[] = {id};
     absl::StatusOr<model::ExitForward> out = model->ForwardWithExit(
-        one, memory, calm::ScheduledThreshold(lambda, t + 1, n));
+        one, memory, calm::ScheduledThreshold(lambda, t + 1, n), measure);
     ASSERT_TRUE(out.ok());
     dist = out->logprobs[0];
     layer = out->exit_layers[0];
@@ -78,6 +82,83 @@ TEST_F(SchedulerTest, EarlyExitMatchesManualDecodingAndReportsExitLayers) {
   }
 }
 
+TEST_F(SchedulerTest, EachMeasureMatchesManualDecoding) {
+  // Saturation and the classifier, at thresholds (quantiles of their first-layer confidences)
+  // that mix early and full-depth tokens; decoded by the batched scheduler and by hand.
+  Start(TestConfig(), SharpModel());
+  const std::string prompt = "Measures differ; exits must not. ";
+  const int n = 24;
+  std::unique_ptr<model::Model> probe = SharpModel();
+  std::vector<int> text = {model::kBosId};
+  for (unsigned char c : prompt + prompt) text.push_back(c);
+  for (model::ExitMeasure measure :
+       {model::ExitMeasure::kHiddenSaturation, model::ExitMeasure::kClassifier}) {
+    const std::vector<float> confidences = testing::FirstLayerConfidences(*probe, measure, text);
+    const float lambda = testing::Quantile(confidences, 0.6);
+    GenerateOptions options = Greedy(prompt, n);
+    options.stop_at_eos = false;
+    options.early_exit.enabled = true;
+    options.early_exit.threshold = lambda;
+    options.early_exit.measure = measure;
+    Collector collector;
+    const GenerateFinal final = Run(options, collector);
+    ASSERT_TRUE(final.status.ok()) << final.status;
+    std::vector<int> want_ids, want_layers;
+    ManualExitGreedy(prompt, n, lambda, &want_ids, &want_layers, measure);
+    EXPECT_EQ(collector.ids(), want_ids) << model::ExitMeasureName(measure);
+    std::vector<int> layers;
+    for (const engine::TokenOutput& t : collector.tokens()) layers.push_back(t.exit_layer);
+    EXPECT_EQ(layers, want_layers) << model::ExitMeasureName(measure);
+    int early = 0;
+    for (int l : layers) early += l < testing::TinyConfig().n_layers;
+    EXPECT_GT(early, 0) << model::ExitMeasureName(measure) << ": nothing exited";
+  }
+}
+
+TEST_F(SchedulerTest, StreamsOnDifferentMeasuresShareBatchesAndMatchAlone) {
+  // Three streams at once (batched decode), one per measure, each equal to its own run alone.
+  SchedulerConfig config = TestConfig();
+  Start(config, SharpModel());
+  const std::vector<model::ExitMeasure> measures = {model::ExitMeasure::kSoftmaxResponse,
+                                                    model::ExitMeasure::kHiddenSaturation,
+                                                    model::ExitMeasure::kClassifier};
+  std::unique_ptr<model::Model> probe = SharpModel();
+  auto options_for = [&](size_t i) {
+    const std::string prompt = "Stream " + std::to_string(i) + " decodes here. ";
+    std::vector<int> text = {model::kBosId};
+    for (unsigned char c : prompt + prompt) text.push_back(c);
+    GenerateOptions options = Greedy(prompt, 20);
+    options.stop_at_eos = false;
+    options.early_exit.enabled = true;
+    options.early_exit.measure = measures[i];
+    options.early_exit.threshold =
+        testing::Quantile(testing::FirstLayerConfidences(*probe, measures[i], text), 0.5);
+    return options;
+  };
+  std::vector<std::vector<int>> alone_ids, alone_layers;
+  for (size_t i = 0; i < measures.size(); ++i) {
+    Collector c;
+    ASSERT_TRUE(Run(options_for(i), c).status.ok());
+    alone_ids.push_back(c.ids());
+    std::vector<int> layers;
+    for (const engine::TokenOutput& t : c.tokens()) layers.push_back(t.exit_layer);
+    alone_layers.push_back(layers);
+  }
+  std::vector<std::unique_ptr<Collector>> together(measures.size());
+  for (size_t i = 0; i < measures.size(); ++i) {
+    together[i] = std::make_unique<Collector>();
+    ASSERT_TRUE(scheduler_->SubmitGenerate(options_for(i), together[i]->stream()).ok());
+  }
+  for (size_t i = 0; i < measures.size(); ++i) {
+    std::optional<GenerateFinal> final = together[i]->Wait();
+    ASSERT_TRUE(final.has_value() && final->status.ok());
+    EXPECT_EQ(together[i]->ids(), alone_ids[i]) << model::ExitMeasureName(measures[i]);
+    std::vector<int> layers;
+    for (const engine::TokenOutput& t : together[i]->tokens()) layers.push_back(t.exit_layer);
+    EXPECT_EQ(layers, alone_layers[i]) << model::ExitMeasureName(measures[i]);
+  }
+}
+
 TEST_F(SchedulerTest, LowThresholdExitsEarlyAndThresholdOneNeverDoes) {
   Start(TestConfig(), SharpModel());
   const int depth = testing::TinyConfig().n_layers;
@@ -94,12 +175,19 @@ TEST_F(SchedulerTest, LowThresholdExitsEarlyAndThresholdOneNeverDoes) {
   };
   const auto [off_layers, off_ids] = layers_of(std::nullopt, false);
   for (int l : off_layers) EXPECT_EQ(l, depth);
-  // Threshold 1 (and the uncalibrated model's default) never exits: same tokens as without.
+  // Threshold 1 never exits: same tokens as without.
   const auto [one_layers, one_ids] = layers_of(1.0f, true);
   EXPECT_EQ(one_ids, off_ids);
   for (int l : one_layers) EXPECT_EQ(l, depth);
-  const auto [default_layers, default_ids] = layers_of(std::nullopt, true);
-  EXPECT_EQ(default_ids, off_ids);
+  // No threshold means the model's calibrated one, and this model has none: refused, naming
+  // the measure, rather than silently served at full depth.
+  GenerateOptions uncalibrated = Greedy("The same prompt. ", 16);
+  uncalibrated.early_exit.enabled = true;
+  Collector refused;
+  const absl::Status s = scheduler_->SubmitGenerate(uncalibrated, refused.stream());
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), "early_exit.threshold")) << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), "softmax")) << s;
   // A tiny threshold lets more tokens leave early than a strict one.
   auto early_count = [&](const std::vector<int>& layers) {
     int early = 0;

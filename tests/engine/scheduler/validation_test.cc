@@ -82,6 +82,84 @@ TEST(ValidationTest, NamesTheFieldAtFault) {
   ExpectInvalid(o, "session_id");
 }
 
+// A model calibrated for softmax response (0.9) and the classifier (0.8), not for saturation.
+ModelExitInfo CalibratedModel(bool has_classifier) {
+  ModelExitInfo info;
+  info.thresholds[static_cast<size_t>(model::ExitMeasure::kSoftmaxResponse)] = 0.9f;
+  info.thresholds[static_cast<size_t>(model::ExitMeasure::kClassifier)] = 0.8f;
+  info.has_classifier = has_classifier;
+  return info;
+}
+
+TEST(ValidationTest, EarlyExitResolvesTheMeasureAndItsCalibratedThreshold) {
+  engine::GenerateOptions o = Valid();
+  o.early_exit.enabled = true;
+  ASSERT_TRUE(ValidateGenerate(o, RequestLimits(), CalibratedModel(true)).ok());
+  EXPECT_EQ(o.early_exit.measure, model::ExitMeasure::kSoftmaxResponse);
+  EXPECT_EQ(o.early_exit.threshold, 0.9f);
+
+  o = Valid();
+  o.early_exit.enabled = true;
+  o.early_exit.measure = model::ExitMeasure::kClassifier;
+  ASSERT_TRUE(ValidateGenerate(o, RequestLimits(), CalibratedModel(true)).ok());
+  EXPECT_EQ(o.early_exit.threshold, 0.8f);
+
+  // The model's default measure when the request names none; a given threshold is kept.
+  ModelExitInfo classifier_default = CalibratedModel(true);
+  classifier_default.default_measure = model::ExitMeasure::kClassifier;
+  o = Valid();
+  o.early_exit.enabled = true;
+  o.early_exit.threshold = 0.5f;
+  ASSERT_TRUE(ValidateGenerate(o, RequestLimits(), classifier_default).ok());
+  EXPECT_EQ(o.early_exit.measure, model::ExitMeasure::kClassifier);
+  EXPECT_EQ(o.early_exit.threshold, 0.5f);
+
+  // Saturation has no calibrated threshold, but a request may bring its own.
+  o = Valid();
+  o.early_exit.enabled = true;
+  o.early_exit.measure = model::ExitMeasure::kHiddenSaturation;
+  o.early_exit.threshold = 0.99f;
+  EXPECT_TRUE(ValidateGenerate(o, RequestLimits(), CalibratedModel(true)).ok());
+}
+
+TEST(ValidationTest, EarlyExitRefusesMeasuresTheModelCannotServe) {
+  auto expect_invalid = [](engine::GenerateOptions o, const ModelExitInfo& info,
+                           const std::string& field, const std::string& detail) {
+    absl::Status s = ValidateGenerate(o, RequestLimits(), info);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << field;
+    EXPECT_TRUE(absl::StartsWith(s.message(), field)) << s;
+    EXPECT_TRUE(absl::StrContains(s.message(), detail)) << s;
+  };
+  engine::GenerateOptions o = Valid();
+  o.early_exit.enabled = true;
+  o.early_exit.threshold = 0.5f;
+  o.early_exit.measure = model::ExitMeasure::kClassifier;
+  expect_invalid(o, CalibratedModel(false), "early_exit.measure", "no exit classifier");
+  o.early_exit.enabled = false;  // naming a measure the model lacks is a mistake either way
+  expect_invalid(o, CalibratedModel(false), "early_exit.measure", "classifier");
+  // A model whose default measure is a classifier it lacks (its loader refuses that, but the
+  // check must not depend on it).
+  ModelExitInfo broken = CalibratedModel(false);
+  broken.default_measure = model::ExitMeasure::kClassifier;
+  o = Valid();
+  o.early_exit.enabled = true;
+  expect_invalid(o, broken, "early_exit", "classifier");
+
+  o = Valid();
+  o.early_exit.enabled = true;
+  o.early_exit.measure = model::ExitMeasure::kHiddenSaturation;
+  expect_invalid(o, CalibratedModel(true), "early_exit.threshold",
+                 "must be set for measure saturation");
+  o = Valid();
+  o.early_exit.enabled = true;
+  expect_invalid(o, ModelExitInfo(), "early_exit.threshold", "must be set for measure softmax");
+  // Disabled, nothing is resolved and nothing is needed.
+  o = Valid();
+  ASSERT_TRUE(ValidateGenerate(o, RequestLimits(), ModelExitInfo()).ok());
+  EXPECT_FALSE(o.early_exit.measure.has_value());
+  EXPECT_FALSE(o.early_exit.threshold.has_value());
+}
+
 TEST(ValidationTest, Score) {
   engine::ScoreOptions options;
   EXPECT_EQ(ValidateScore(options).code(), absl::StatusCode::kInvalidArgument);
