@@ -2,6 +2,7 @@
 
 #include <c10/util/Exception.h>
 
+#include "engine/model/host_confidence.h"
 #include "engine/model/transformer.h"
 
 namespace mnemo::model {
@@ -11,7 +12,9 @@ torch::Tensor ExitConfidence(ExitMeasure measure, TransformerImpl& net,
                              const torch::Tensor& output, const torch::Tensor& input) {
   switch (measure) {
     case ExitMeasure::kSoftmaxResponse: {
-      torch::Tensor top2 = std::get<0>(torch::softmax(net.Logits(output), -1).topk(2, -1));
+      torch::Tensor logits = net.Logits(output);
+      if (SoftmaxResponseOnHost(logits)) return SoftmaxResponse(logits);  // one pass per row
+      torch::Tensor top2 = std::get<0>(torch::softmax(logits, -1).topk(2, -1));
       return top2.select(-1, 0) - top2.select(-1, 1);
     }
     case ExitMeasure::kHiddenSaturation:

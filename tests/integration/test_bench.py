@@ -224,7 +224,10 @@ class BenchAgainstServerTest(BenchTestBase):
              "--json", self.path("out.json")],
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         try:
-            time.sleep(1.5)
+            # Long enough for both streams to have started, even on a loaded CI machine (one
+            # run with 1.5 s found no request to cancel); from then on each stream always has a
+            # request in flight.
+            time.sleep(3.0)
             proc.send_signal(signal.SIGINT)
             stdout, stderr = proc.communicate(timeout=60)
         finally:
@@ -238,6 +241,7 @@ class BenchAgainstServerTest(BenchTestBase):
         # The requests in flight (one per stream, unless one had just ended) were cancelled,
         # not left running, and nothing else failed. (How many completed before the signal
         # depends on the server's speed and on where the random model emits EOS.)
+        self.assertIn("CANCELLED", level["errors"], level)
         cancelled = level["errors"]["CANCELLED"]["count"]
         self.assertIn(cancelled, (1, 2))
         self.assertEqual(level["requests"]["failed"], cancelled)
