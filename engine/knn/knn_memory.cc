@@ -355,6 +355,74 @@ torch::Tensor KnnMemory::SearchExact(const torch::Tensor& queries, int k, const 
   return out;
 }
 
+namespace {
+
+// a . b over n floats, sixteen partial sums.
+__attribute__((target_clones("avx512f", "avx2", "default"))) float Dot(const float* a,
+                                                                       const float* b, int64_t n) {
+  float acc[16] = {};
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+#pragma GCC unroll 16
+    for (int l = 0; l < 16; ++l) acc[l] += a[i + l] * b[i + l];
+  }
+  float total = 0.0f;
+  for (; i < n; ++i) total += a[i] * b[i];
+#pragma GCC unroll 16
+  for (int l = 0; l < 16; ++l) total += acc[l];
+  return total;
+}
+
+}  // namespace
+
+absl::Status KnnMemory::SearchOne(const float* query, int k, int64_t lo, int64_t hi,
+                                  std::vector<Hit>& hits,
+                                  std::vector<std::pair<float, int64_t>>& scratch) const {
+  if (mode() != KnnMode::kExact) {
+    return absl::FailedPreconditionError("SearchOne: the memory is in IVF mode; use Search");
+  }
+  if (k < 1 || k > capacity()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("SearchOne: k must be in [1, capacity = ", capacity(), "]; got ", k));
+  }
+  if (lo > hi) {
+    return absl::InvalidArgumentError(absl::StrCat("SearchOne: window lo ", lo, " > hi ", hi));
+  }
+  if (lo < hi && std::max(lo, config_.first_position) < oldest_position()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "SearchOne: window [", lo, ", ", hi, ") reaches evicted positions (retained: [",
+        oldest_position(), ", ", next_position_, ")); the memory's capacity ", capacity(),
+        " is too small for the caller's windows"));
+  }
+  const int64_t h = config_.heads, d = config_.dim;
+  hits.assign(static_cast<size_t>(h * k), Hit{});
+  const int64_t first = std::max(lo, oldest_position()), last = std::min(hi, next_position_);
+  if (first >= last) return absl::OkStatus();
+  const int64_t length = last - first, held = allocated();
+  const int64_t top = std::min<int64_t>(k, length);
+  const float* keys = keys_.data_ptr<float>();
+  const float* values = values_.data_ptr<float>();
+  scratch.resize(static_cast<size_t>(length));
+  for (int64_t head = 0; head < h; ++head) {
+    const float* q = query + head * d;
+    const float* head_keys = keys + head * held * d;
+    for (int64_t j = 0, slot = SlotOf(first); j < length; ++j, ++slot) {
+      if (slot == capacity()) slot = 0;  // the window wraps past the ring's end
+      scratch[j] = {Dot(q, head_keys + slot * d, d), j};
+    }
+    // Best first; equal scores keep position order.
+    std::partial_sort(scratch.begin(), scratch.begin() + top, scratch.end(),
+                      [](const std::pair<float, int64_t>& a, const std::pair<float, int64_t>& b) {
+                        return a.first > b.first || (a.first == b.first && a.second < b.second);
+                      });
+    for (int64_t i = 0; i < top; ++i) {
+      const int64_t slot = SlotOf(first + scratch[i].second);
+      hits[head * k + i] = Hit{scratch[i].first, values + (head * held + slot) * d};
+    }
+  }
+  return absl::OkStatus();
+}
+
 torch::Tensor KnnMemory::SearchIvf(const torch::Tensor& queries, int k, const torch::Tensor& lo,
                                    const torch::Tensor& hi) const {
   const int64_t h = config_.heads, q = queries.size(1), d = config_.dim;

@@ -40,6 +40,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -110,6 +111,20 @@ class KnnMemory {
   // positions query q may retrieve; k >= 1. Results are on the CPU.
   absl::StatusOr<KnnResult> Search(const torch::Tensor& queries, int k, const torch::Tensor& lo,
                                    const torch::Tensor& hi) const;
+
+  // One hit of SearchOne: the exact inner product and the stored value row (valid until the next
+  // Append); value == nullptr marks an empty place (the window held fewer than k entries).
+  struct Hit {
+    float score = 0.0f;
+    const float* value = nullptr;  // [d] float32
+  };
+  // The decode hot path: one query per head, the exact top-k of the window [lo, hi) per head,
+  // best first (equal scores: older position first), in plain loops over the rings: no LibTorch
+  // op, no allocation once `scratch` has grown. Exact mode only (FAILED_PRECONDITION in IVF mode:
+  // use Search). query: [H, d] float32, L2-normalised. hits: resized to H * k, head-major. Same
+  // window checks as Search; the same hits as Search's up to ties and float rounding.
+  absl::Status SearchOne(const float* query, int k, int64_t lo, int64_t hi, std::vector<Hit>& hits,
+                         std::vector<std::pair<float, int64_t>>& scratch) const;
 
   // A deep copy (rings and indexes); the two are independent afterwards.
   std::unique_ptr<KnnMemory> Clone() const;

@@ -98,6 +98,12 @@ class RelativeAttentionImpl : public torch::nn::Module {
   // y [A, H, dh] mixed with the kNN hits of the active rows' queries q [A, H, dh].
   torch::Tensor DecodeMixKnn(const torch::Tensor& q, const torch::Tensor& y, int layer,
                              DecodeRows& rows, const ActiveRows& active);
+  // DecodeMixKnn for host rows (DecodeRows::host): the same function in plain loops, searching
+  // exact-mode stores with KnnMemory::SearchOne (no LibTorch op per row); `searched[a]` says
+  // whether row a's window holds any entry.
+  torch::Tensor DecodeMixKnnHost(const torch::Tensor& q, const torch::Tensor& y, int layer,
+                                 DecodeRows& rows, const ActiveRows& active,
+                                 const std::vector<bool>& searched);
   // ||attn(q, old) - attn(q, compress(old))||^2 on detached inputs: trains the conv alone.
   void AddReconstructionLoss(const torch::Tensor& q, const torch::Tensor& k_groups,
                              const torch::Tensor& v_groups);

@@ -2,6 +2,8 @@
 // forward() for a one-position segment, row by row: the weight matmuls run once for all rows;
 // memory appends, compression inputs and kNN searches are per row because each row owns its
 // memory; attention runs per row or over padded copies (DecodeRows::layout).
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <vector>
@@ -199,6 +201,7 @@ torch::Tensor RelativeAttentionImpl::DecodeMixKnn(const torch::Tensor& q, const 
     any = any || searched[a];
   }
   if (!any) return y;
+  if (rows.host) return DecodeMixKnnHost(q, y, layer, rows, active, searched);
   torch::Tensor qn = q / q.norm(2, -1, true).clamp_min(1e-6);            // [A, H, dh]
   torch::Tensor queries = qn.to(torch::kCPU, torch::kFloat32).contiguous();
   std::vector<torch::Tensor> keys, values, valid;  // each [H, k, dh] / [H, k]
@@ -231,6 +234,85 @@ torch::Tensor RelativeAttentionImpl::DecodeMixKnn(const torch::Tensor& q, const 
   torch::Tensor gate = torch::sigmoid(knn_gate_).view({1, heads_, 1}) *
                        hit_valid.any(2, /*keepdim=*/true).to(y.scalar_type());
   return y + gate * (y_knn - y);
+}
+
+torch::Tensor RelativeAttentionImpl::DecodeMixKnnHost(const torch::Tensor& q,
+                                                      const torch::Tensor& y, int layer,
+                                                      DecodeRows& rows, const ActiveRows& active,
+                                                      const std::vector<bool>& searched) {
+  const int64_t count = q.size(0), heads = heads_, dh = d_head_, k = knn_topk_;
+  torch::Tensor qc = q.contiguous(), out = y.contiguous().clone();  // [A, H, dh] each
+  TORCH_CHECK(qc.scalar_type() == torch::kFloat32 && out.scalar_type() == torch::kFloat32 &&
+                  knn_scale_.is_contiguous() && knn_gate_.is_contiguous(),
+              "host kNN mix: bad operands");
+  const float* scale = knn_scale_.data_ptr<float>();
+  const float* gate_logit = knn_gate_.data_ptr<float>();
+  std::vector<float> query(static_cast<size_t>(heads * dh)), weights(static_cast<size_t>(k));
+  std::vector<knn::KnnMemory::Hit> hits;
+  std::vector<std::pair<float, int64_t>> scratch;
+  for (int64_t a = 0; a < count; ++a) {
+    if (!searched[a]) continue;  // nothing in its window: gate 0, y passes unchanged
+    const int64_t r = active.rows[a];
+    const knn::KnnMemory& store = *rows.memories[r]->layer(layer).knn_store;
+    const memory::SegmentPlan& plan = rows.plans[r];
+    const float* qa = qc.data_ptr<float>() + a * heads * dh;
+    for (int64_t h = 0; h < heads; ++h) {  // the L2-normalised query, as the store's keys are
+      float norm = 0.0f;
+      for (int64_t i = 0; i < dh; ++i) norm += qa[h * dh + i] * qa[h * dh + i];
+      const float inverse = 1.0f / std::max(std::sqrt(norm), 1e-6f);
+      for (int64_t i = 0; i < dh; ++i) query[h * dh + i] = qa[h * dh + i] * inverse;
+    }
+    // Hits from the rings directly, or (IVF mode) from Search's tensors, kept alive in `found`.
+    absl::StatusOr<knn::KnnResult> found;
+    if (store.mode() == knn::KnnMode::kExact) {
+      absl::Status s = store.SearchOne(query.data(), static_cast<int>(k),
+                                       plan.knn_lo.data_ptr<int64_t>()[0],
+                                       plan.knn_hi.data_ptr<int64_t>()[0], hits, scratch);
+      TORCH_CHECK(s.ok(), "kNN store: ", s.ToString());
+    } else {
+      found = store.Search(torch::from_blob(query.data(), {heads, 1, dh}), static_cast<int>(k),
+                           plan.knn_lo, plan.knn_hi);
+      TORCH_CHECK(found.ok(), "kNN store: ", found.status().ToString());
+      hits.assign(static_cast<size_t>(heads * k), knn::KnnMemory::Hit{});
+      const float* scores = found->scores.data_ptr<float>();        // [H, 1, k]
+      const float* values = found->values.data_ptr<float>();        // [H, 1, k, dh]
+      const bool* valid = found->valid.data_ptr<bool>();            // [H, 1, k]
+      for (int64_t i = 0; i < heads * k; ++i) {
+        if (valid[i]) hits[i] = knn::KnnMemory::Hit{scores[i], values + i * dh};
+      }
+    }
+    float* ya = out.data_ptr<float>() + a * heads * dh;
+    for (int64_t h = 0; h < heads; ++h) {
+      const knn::KnnMemory::Hit* head_hits = hits.data() + h * k;
+      // softmax(scale * score) over the valid hits, their values' weighted sum, then the gate.
+      float best = -std::numeric_limits<float>::infinity();
+      int64_t valid = 0;
+      for (int64_t i = 0; i < k; ++i) {
+        if (head_hits[i].value == nullptr) continue;
+        best = std::max(best, head_hits[i].score * scale[h]);
+        ++valid;
+      }
+      if (valid == 0) continue;  // gate 0
+      float total = 0.0f;
+      for (int64_t i = 0; i < k; ++i) {
+        weights[i] = head_hits[i].value == nullptr ? 0.0f : std::exp(head_hits[i].score * scale[h] - best);
+        total += weights[i];
+      }
+      const float gate = 1.0f / (1.0f + std::exp(-gate_logit[h]));
+      float* yh = ya + h * dh;
+      float mixed[256];
+      TORCH_CHECK(dh <= 256, "host kNN mix: d_head > 256");
+      std::fill(mixed, mixed + dh, 0.0f);
+      for (int64_t i = 0; i < k; ++i) {
+        if (weights[i] == 0.0f) continue;
+        const float w = weights[i] / total;
+        const float* v = head_hits[i].value;
+        for (int64_t e = 0; e < dh; ++e) mixed[e] += w * v[e];
+      }
+      for (int64_t e = 0; e < dh; ++e) yh[e] += gate * (mixed[e] - yh[e]);
+    }
+  }
+  return out;
 }
 
 torch::Tensor RelativeAttentionImpl::Decode(const torch::Tensor& x, int layer, DecodeRows& rows,

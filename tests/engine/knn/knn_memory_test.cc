@@ -222,5 +222,78 @@ TEST(KnnMemoryTest, NoQueriesOrNoEntriesGiveEmptyOrInvalidResults) {
   EXPECT_EQ(no_queries.positions.sizes(), torch::IntArrayRef({2, 0, 4}));
 }
 
+// SearchOne (the decode hot path) must return Search's hits: same count, same values, the same
+// scores up to rounding, best first, through ring growth (1024 -> 2048 -> 3000 entries), FIFO
+// wrap-around and windows of every kind.
+TEST(KnnMemoryTest, SearchOneMatchesSearchThroughGrowthAndWrapAround) {
+  at::manual_seed(3);
+  constexpr int64_t kCapacity = 3000, kFirst = 11;
+  constexpr int kK = 8;
+  auto memory = KnnMemory::Create(SmallConfig(kCapacity, kFirst)).value();
+  const std::vector<int64_t> steps = {1, 300, 7, 1000, 64, 1, 513};
+  std::vector<KnnMemory::Hit> hits;
+  std::vector<std::pair<float, int64_t>> scratch;
+  int checks = 0;
+  for (int round = 0; memory->next_position() < kFirst + 4 * kCapacity; ++round) {
+    const int64_t n = steps[round % steps.size()];
+    ASSERT_TRUE(memory->Append(RandomUnit({n, 2, 16}), torch::randn({n, 2, 16})).ok());
+    const int64_t next = memory->next_position(), oldest = memory->oldest_position();
+    const int64_t early_lo = oldest > kFirst ? oldest : kFirst - 50;
+    const int64_t model_lo = std::max(oldest, next - 300);
+    const std::vector<std::pair<int64_t, int64_t>> windows = {
+        {oldest, next}, {model_lo, std::max(model_lo, next - 40)}, {next - 5, next - 1},
+        {next - 3, next - 3}, {oldest + memory->size() / 3, next + 100}, {early_lo, next}};
+    for (const auto& [lo, hi] : windows) {
+      torch::Tensor query = RandomUnit({2, 1, 16});
+      KnnResult found = memory->Search(query, kK, Longs({lo}), Longs({hi})).value();
+      ASSERT_TRUE(memory->SearchOne(query.data_ptr<float>(), kK, lo, hi, hits, scratch).ok());
+      ASSERT_EQ(hits.size(), 2u * kK);
+      for (int64_t h = 0; h < 2; ++h) {
+        for (int64_t i = 0; i < kK; ++i) {
+          const KnnMemory::Hit& hit = hits[h * kK + i];
+          const std::string where = "window [" + std::to_string(lo) + ", " + std::to_string(hi) +
+                                    ") head " + std::to_string(h) + " hit " + std::to_string(i);
+          ASSERT_EQ(hit.value != nullptr, found.valid[h][0][i].item<bool>()) << where;
+          if (hit.value == nullptr) continue;
+          EXPECT_NEAR(hit.score, found.scores[h][0][i].item<float>(), 1e-5) << where;
+          torch::Tensor value = torch::from_blob(const_cast<float*>(hit.value), {16});
+          EXPECT_TRUE(torch::equal(value, found.values[h][0][i])) << where;
+          if (i > 0 && hits[h * kK + i - 1].value != nullptr) {
+            EXPECT_GE(hits[h * kK + i - 1].score, hit.score) << where;
+          }
+        }
+      }
+      ++checks;
+    }
+  }
+  EXPECT_GT(checks, 60);
+}
+
+TEST(KnnMemoryTest, SearchOneRejectsWhatSearchRejectsAndIvfMode) {
+  auto memory = KnnMemory::Create(SmallConfig(100)).value();
+  std::vector<KnnMemory::Hit> hits;
+  std::vector<std::pair<float, int64_t>> scratch;
+  torch::Tensor q = RandomUnit({2, 1, 16});
+  // Nothing appended: every place empty.
+  ASSERT_TRUE(memory->SearchOne(q.data_ptr<float>(), 4, -10, 10, hits, scratch).ok());
+  EXPECT_TRUE(std::all_of(hits.begin(), hits.end(), [](const auto& h) { return h.value == nullptr; }));
+  ASSERT_TRUE(memory->Append(RandomUnit({150, 2, 16}), torch::randn({150, 2, 16})).ok());
+  const auto kBad = absl::StatusCode::kInvalidArgument;
+  EXPECT_EQ(memory->SearchOne(q.data_ptr<float>(), 0, 60, 150, hits, scratch).code(), kBad);
+  EXPECT_EQ(memory->SearchOne(q.data_ptr<float>(), 101, 60, 150, hits, scratch).code(), kBad);
+  EXPECT_EQ(memory->SearchOne(q.data_ptr<float>(), 4, 90, 80, hits, scratch).code(), kBad);
+  EXPECT_EQ(memory->SearchOne(q.data_ptr<float>(), 4, 20, 150, hits, scratch).code(), kBad);  // evicted
+  EXPECT_TRUE(memory->SearchOne(q.data_ptr<float>(), 4, 50, 150, hits, scratch).ok());
+
+  KnnMemoryConfig ivf = SmallConfig(4000);
+  ivf.exact_threshold = 256;
+  ivf.nlist = 8;
+  auto big = KnnMemory::Create(ivf).value();
+  ASSERT_TRUE(big->Append(RandomUnit({300, 2, 16}), torch::randn({300, 2, 16})).ok());
+  ASSERT_EQ(big->mode(), KnnMode::kIvf);
+  EXPECT_EQ(big->SearchOne(q.data_ptr<float>(), 4, 0, 300, hits, scratch).code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
 }  // namespace
 }  // namespace mnemo::knn
