@@ -161,11 +161,9 @@ void RelativeAttentionImpl::CachePositionTable(const torch::Tensor& sinusoid) {
   packed_qkv_ = PackedLinear(qkv_->weight, qkv_->bias);
   packed_out_ = PackedLinear(out_->weight, out_->bias);
   if (compression_ == Compression::kConv) {
-    const int64_t channels = heads_ * d_head_;
-    packed_compress_k_ =
-        PackedLinear(compress_k_->weight.view({channels, channels * cmem_rate_}), compress_k_->bias);
-    packed_compress_v_ =
-        PackedLinear(compress_v_->weight.view({channels, channels * cmem_rate_}), compress_v_->bias);
+    // The kernels themselves (a view would be a different tensor to Current()).
+    packed_compress_k_ = PackedLinear(compress_k_->weight, compress_k_->bias);
+    packed_compress_v_ = PackedLinear(compress_v_->weight, compress_v_->bias);
   }
 }
 

@@ -80,7 +80,7 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void Multiply(
 }  // namespace
 
 PackedLinear::PackedLinear(const torch::Tensor& weight, const torch::Tensor& bias) {
-  if (!weight.defined() || weight.dim() != 2 || !weight.device().is_cpu() ||
+  if (!weight.defined() || weight.dim() < 2 || !weight.device().is_cpu() ||
       weight.scalar_type() != torch::kFloat32) {
     return;
   }
@@ -92,9 +92,10 @@ PackedLinear::PackedLinear(const torch::Tensor& weight, const torch::Tensor& bia
   }
   c10::InferenceMode inference;
   outputs_ = weight.size(0);
+  const torch::Tensor matrix = weight.detach().reshape({outputs_, -1});  // [N, K]
   const int64_t padded = (outputs_ + kColumns - 1) / kColumns * kColumns;
-  wt_ = torch::zeros({weight.size(1), padded}, weight.options());  // [K, N padded], its own copy
-  wt_.narrow(1, 0, outputs_).copy_(weight.detach().t());
+  wt_ = torch::zeros({matrix.size(1), padded}, weight.options());  // [K, N padded], its own copy
+  wt_.narrow(1, 0, outputs_).copy_(matrix.t());
   if (bias.defined()) {
     bias_ = torch::zeros({padded}, bias.options());
     bias_.narrow(0, 0, outputs_).copy_(bias.detach());

@@ -28,8 +28,9 @@ namespace mnemo::model {
 class PackedLinear {
  public:
   PackedLinear() = default;  // undefined: Apply must not be called
-  // weight [N, K] (torch::nn::Linear's layout, or a conv kernel viewed so), bias [N] or
-  // undefined. Packs only float32 CPU weights; otherwise stays undefined (callers fall back to
+  // weight [N, K] (torch::nn::Linear's layout) or [N, ...] (a conv kernel [N, C, taps]: K =
+  // C * taps, channel-major), bias [N] or undefined. Pass the parameter itself, not a view of it:
+  // Current() recognises the tensor it was packed from. Packs only float32 CPU weights; otherwise stays undefined (callers fall back to
   // LibTorch). N is padded with zero columns to a multiple of kColumns inside.
   PackedLinear(const torch::Tensor& weight, const torch::Tensor& bias);
 

@@ -77,6 +77,19 @@ TEST(PackedLinearTest, KeepsItsOwnCopyAndKnowsWhenTheWeightsChange) {
   EXPECT_FALSE(PackedLinear(w, torch::Tensor()).Current(w, b));
 }
 
+TEST(PackedLinearTest, PacksAConvKernelAsItsMatrixAndRecognisesIt) {
+  // A conv kernel [N, C, taps] is the matrix [N, C * taps] (channel-major, then tap); Current()
+  // must accept the kernel itself, or a model's compression would silently never use the pack.
+  torch::Tensor kernel = torch::randn({48, 16, 4}), b = torch::randn({48});
+  PackedLinear packed(kernel, b);
+  ASSERT_TRUE(packed.defined());
+  EXPECT_TRUE(packed.Current(kernel, b));
+  torch::Tensor x = torch::randn({5, 64});
+  ASSERT_TRUE(packed.Accepts(x));
+  torch::Tensor expected = torch::addmm(b, x, kernel.view({48, 64}).t());
+  EXPECT_LT((packed.Apply(x) - expected).abs().max().item<float>(), 1e-5);
+}
+
 TEST(PackedLinearTest, LinearForwardFollowsWeightsChangedInPlace) {
   torch::nn::Linear linear(8, 64);
   PackedLinear packed(linear->weight, linear->bias);
