@@ -56,6 +56,10 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& confi
   if (config.threads < 0) {
     return absl::InvalidArgumentError(absl::StrCat("threads must be >= 0, got ", config.threads));
   }
+  if (config.prefill_threads < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("prefill_threads must be >= 0, got ", config.prefill_threads));
+  }
   if (config.max_sessions <= 0 || config.max_waiting <= 0 || config.max_running <= 0 ||
       config.max_prefill_tokens < 0 || config.max_new_tokens_cap <= 0 ||
       config.default_max_new_tokens <= 0 ||
@@ -102,6 +106,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& confi
                           ? config.decode_threads
                           : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   sc.max_prefill_tokens = config.max_prefill_tokens;
+  sc.prefill_threads = config.prefill_threads;
   sc.decode_batch_observer = config.decode_batch_observer;
   sc.sessions.max_sessions = config.max_sessions;
   sc.sessions.ttl = config.session_ttl;

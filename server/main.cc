@@ -42,6 +42,10 @@ ABSL_FLAG(bool, batch_decode, true,
 ABSL_FLAG(int, decode_threads, 0,
           "Threads a batched decode step's streams are split across, each decoding its share "
           "on one core; 0 = number of cores, 1 = one step with LibTorch's intra-op threads.");
+ABSL_FLAG(int, prefill_threads, 1,
+          "OpenMP threads for prompt prefill (and Score / datastore chunks) on the engine's loop "
+          "thread; 0 = --threads. 1 is fastest for the bundled model on 2 cores (see "
+          "docs/results/batching.md).");
 ABSL_FLAG(int, max_prefill_tokens, 512,
           "Prompt/Score tokens processed per iteration beyond the first segment, so decoding "
           "streams are not stalled behind many new prompts.");
@@ -119,6 +123,7 @@ mnemo::engine::EngineConfig EngineConfigFromFlags(const std::vector<std::string>
   config.max_running = absl::GetFlag(FLAGS_max_running);
   config.batch_decode = absl::GetFlag(FLAGS_batch_decode);
   config.decode_threads = absl::GetFlag(FLAGS_decode_threads);
+  config.prefill_threads = absl::GetFlag(FLAGS_prefill_threads);
   config.max_prefill_tokens = absl::GetFlag(FLAGS_max_prefill_tokens);
   return config;
 }

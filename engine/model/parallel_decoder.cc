@@ -1,37 +1,14 @@
 #include "engine/model/parallel_decoder.h"
 
-#include <ATen/Parallel.h>
-#include <omp.h>
-
 #include <algorithm>
 #include <unordered_set>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "engine/util/omp_threads.h"
 
 namespace mnemo::model {
 namespace {
-
-// Keeps LibTorch, OpenMP and OpenBLAS on the calling thread for a scope (OpenMP's thread count
-// is per thread, so other threads are unaffected).
-class OneThread {
- public:
-  OneThread() {
-    // LibTorch sets a thread's OpenMP count on its first parallel op; do that first, so it
-    // does not undo the setting below.
-    at::internal::lazy_init_num_threads();
-    saved_ = omp_get_max_threads();
-    if (saved_ > 1) omp_set_num_threads(1);
-  }
-  ~OneThread() {
-    if (saved_ > 1) omp_set_num_threads(saved_);
-  }
-  OneThread(const OneThread&) = delete;
-  OneThread& operator=(const OneThread&) = delete;
-
- private:
-  int saved_ = 1;
-};
 
 // [rows, ...] results of consecutive shards, in order, as one.
 DecodeBatchResult Concatenate(std::vector<DecodeBatchResult> parts) {
@@ -91,7 +68,7 @@ int ParallelDecoder::ShardsFor(int64_t rows) const {
 
 absl::StatusOr<DecodeBatchResult> ParallelDecoder::RunShard(BatchDecoder& decoder,
                                                             absl::Span<const DecodeRow> rows) {
-  OneThread one_thread;
+  util::ScopedOmpThreads one_thread(1);  // LibTorch, OpenMP and OpenBLAS on this thread
   return decoder.Step(rows);
 }
 

@@ -8,6 +8,7 @@
 #include "engine/scheduler/datastore_info.h"
 #include "engine/scheduler/generate_task.h"
 #include "engine/scheduler/score_task.h"
+#include "engine/util/omp_threads.h"
 
 namespace mnemo::scheduler {
 namespace {
@@ -330,6 +331,7 @@ void Scheduler::RunIteration() {
     ctx.now = config_.clock();
     bool finished = false;
     try {
+      util::ScopedOmpThreads prefill_threads(task.WantsPrefill() ? config_.prefill_threads : 0);
       finished = task.Step(ctx);
     } catch (const std::exception& e) {  // a LibTorch error outside the model boundary
       task.Abort(absl::InternalError(absl::StrCat("request failed: ", e.what())), ctx.now);

@@ -60,6 +60,9 @@ struct SchedulerConfig {
   // BatchDecoder step on the loop thread with LibTorch's intra-op threads.
   int decode_threads = 1;
   int decode_min_shard_rows = 4;
+  // OpenMP threads of the loop thread while it prefills (prompt, Score and datastore chunks);
+  // 0 = LibTorch's intra-op setting. See EngineConfig::prefill_threads.
+  int prefill_threads = 0;
   // Prefill tokens (prompt / Score / datastore chunks of <= seg_len) per iteration beyond the
   // first chunk; the rest wait for the next iteration, first in line, so decoding streams are
   // never stalled behind many new prompts at once.
