@@ -54,15 +54,25 @@ bool GenerateTask::Step(StepContext& ctx) {
     }
     if (session() == nullptr) one_shot_.memory = ctx.model.NewMemory(ctx.memory);
   }
-  if (absl::Status s = PrimeIfNeeded(ctx.model, state()); !s.ok()) {
-    Finish(FinishReason::kError, s, ctx.now);
-    return true;
+  const int64_t remaining = static_cast<int64_t>(prompt_.size() - prompt_fed_);
+  const int seg_len = ctx.model.config().seg_len;
+  // A fresh sequence takes BOS in the same Forward as its first prompt chunk (the chunk one
+  // token shorter, so both fit the segment), or alone when there is no prompt or no room.
+  const bool bos_with_chunk =
+      !state().primed() && remaining > 0 && NextChunkSize(state(), seg_len, remaining + 1) > 1;
+  if (!bos_with_chunk) {
+    if (absl::Status s = PrimeIfNeeded(ctx.model, state()); !s.ok()) {
+      Finish(FinishReason::kError, s, ctx.now);
+      return true;
+    }
   }
-  if (prompt_fed_ < prompt_.size()) {
-    const int64_t n = NextChunkSize(state(), ctx.model.config().seg_len,
-                                    static_cast<int64_t>(prompt_.size() - prompt_fed_));
+  if (remaining > 0) {
+    const int64_t n = bos_with_chunk ? NextChunkSize(state(), seg_len, remaining + 1) - 1
+                                     : NextChunkSize(state(), seg_len, remaining);
     absl::Span<const int> chunk(prompt_.data() + prompt_fed_, n);
-    absl::StatusOr<torch::Tensor> out = FeedText(ctx.model, state(), chunk, model::Outputs::kLast);
+    absl::StatusOr<torch::Tensor> out =
+        bos_with_chunk ? PrimeAndFeedText(ctx.model, state(), chunk)
+                       : FeedText(ctx.model, state(), chunk, model::Outputs::kLast);
     if (!out.ok()) {
       Finish(FinishReason::kError, out.status(), ctx.now);
       return true;

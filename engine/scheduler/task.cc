@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <utility>
+#include <vector>
 
 #include "engine/model/model_config.h"
 #include "engine/util/status_macros.h"
@@ -38,6 +39,20 @@ absl::StatusOr<torch::Tensor> FeedText(model::Model& model, session::SequenceSta
   state.last_exit_layer = model.config().n_layers;
   if (knn_lm_keys != nullptr) *knn_lm_keys = keys;
   state.tokens_seen += static_cast<int64_t>(tokens.size());
+  return out;
+}
+
+absl::StatusOr<torch::Tensor> PrimeAndFeedText(model::Model& model, session::SequenceState& state,
+                                               absl::Span<const int> tokens) {
+  if (state.primed()) {
+    return absl::InternalError("PrimeAndFeedText: the sequence is already primed");
+  }
+  std::vector<int> ids;
+  ids.reserve(tokens.size() + 1);
+  ids.push_back(model::kBosId);
+  ids.insert(ids.end(), tokens.begin(), tokens.end());
+  MNEMO_ASSIGN_OR_RETURN(torch::Tensor out, FeedText(model, state, ids, model::Outputs::kLast));
+  state.tokens_seen -= 1;  // BOS is not text
   return out;
 }
 

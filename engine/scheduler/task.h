@@ -81,6 +81,12 @@ absl::StatusOr<torch::Tensor> FeedText(model::Model& model, session::SequenceSta
                                        absl::Span<const int> tokens, model::Outputs outputs,
                                        torch::Tensor* knn_lm_keys = nullptr);
 
+// PrimeIfNeeded and FeedText(tokens, Outputs::kLast) in one Forward: BOS and `tokens` together
+// (one pass over the weights instead of two, the same log-probs up to float rounding). For a
+// state that is not primed yet, whose first segment has room for 1 + tokens.size() positions.
+absl::StatusOr<torch::Tensor> PrimeAndFeedText(model::Model& model, session::SequenceState& state,
+                                               absl::Span<const int> tokens);
+
 // Records that one more token was fed and produced `logprobs` ([vocab] float32 CPU contiguous)
 // at `exit_layer`, with kNN-LM key `key` ([d_model]; undefined when the token exited early).
 void RecordFeed(session::SequenceState& state, torch::Tensor logprobs, int exit_layer,
