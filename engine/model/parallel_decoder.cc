@@ -37,6 +37,31 @@ DecodeBatchResult Concatenate(std::vector<DecodeBatchResult> parts) {
   return all;
 }
 
+// `rows` in `shards` contiguous parts whose sizes differ by at most one row.
+std::vector<absl::Span<const DecodeRow>> Split(absl::Span<const DecodeRow> rows, int shards) {
+  std::vector<absl::Span<const DecodeRow>> parts;
+  const size_t base = rows.size() / shards, extra = rows.size() % shards;
+  for (size_t s = 0, start = 0; s < static_cast<size_t>(shards); ++s) {
+    const size_t length = base + (s < extra ? 1 : 0);
+    parts.push_back(rows.subspan(start, length));
+    start += length;
+  }
+  return parts;
+}
+
+// The shards' results as one step's, or the first shard's error.
+absl::StatusOr<DecodeBatchResult> Gather(std::vector<absl::StatusOr<DecodeBatchResult>> results) {
+  std::vector<DecodeBatchResult> done;
+  for (size_t s = 0; s < results.size(); ++s) {
+    if (!results[s].ok()) {
+      return absl::Status(results[s].status().code(),
+                          absl::StrCat("decode shard ", s, ": ", results[s].status().message()));
+    }
+    done.push_back(*std::move(results[s]));
+  }
+  return done.size() == 1 ? std::move(done[0]) : Concatenate(std::move(done));
+}
+
 }  // namespace
 
 ParallelDecoder::ParallelDecoder(Model& model, ParallelDecoderOptions options)
@@ -87,6 +112,34 @@ void ParallelDecoder::WorkerLoop(int worker) {
   }
 }
 
+void ParallelDecoder::Post(const std::vector<absl::Span<const DecodeRow>>& parts,
+                           int first_worker) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (size_t i = 0; i < parts.size(); ++i) {
+      jobs_[first_worker + i].rows = parts[i];
+      jobs_[first_worker + i].pending = true;
+    }
+  }
+  work_ready_.notify_all();
+}
+
+std::vector<absl::StatusOr<DecodeBatchResult>> ParallelDecoder::Wait(int first_worker,
+                                                                     int count) {
+  std::vector<absl::StatusOr<DecodeBatchResult>> results;
+  std::unique_lock<std::mutex> lock(mu_);
+  work_done_.wait(lock, [&] {
+    for (int w = first_worker; w < first_worker + count; ++w) {
+      if (jobs_[w].pending) return false;
+    }
+    return true;
+  });
+  for (int w = first_worker; w < first_worker + count; ++w) {
+    results.push_back(std::move(jobs_[w].result));
+  }
+  return results;
+}
+
 absl::StatusOr<DecodeBatchResult> ParallelDecoder::Step(absl::Span<const DecodeRow> rows) {
   const int shards = ShardsFor(static_cast<int64_t>(rows.size()));
   if (shards == 1) {
@@ -97,44 +150,35 @@ absl::StatusOr<DecodeBatchResult> ParallelDecoder::Step(absl::Span<const DecodeR
   // Every check before any shard changes a memory: a shard's rejection would otherwise leave
   // the other shards' rows advanced. (A memory repeated across shards is caught here too.)
   if (absl::Status s = decoders_[0]->Validate(rows); !s.ok()) return s;
-
-  // Contiguous shards, sizes differing by at most one row.
-  std::vector<absl::Span<const DecodeRow>> parts;
-  const size_t base = rows.size() / shards, extra = rows.size() % shards;
-  for (size_t s = 0, start = 0; s < static_cast<size_t>(shards); ++s) {
-    const size_t length = base + (s < extra ? 1 : 0);
-    parts.push_back(rows.subspan(start, length));
-    start += length;
-  }
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    for (int s = 1; s < shards; ++s) {
-      jobs_[s].rows = parts[s];
-      jobs_[s].pending = true;
-    }
-  }
-  work_ready_.notify_all();
+  std::vector<absl::Span<const DecodeRow>> parts = Split(rows, shards);
+  Post({parts.begin() + 1, parts.end()}, /*first_worker=*/1);
   std::vector<absl::StatusOr<DecodeBatchResult>> results;
   results.push_back(RunShard(*decoders_[0], parts[0]));
-  {
-    std::unique_lock<std::mutex> lock(mu_);
-    work_done_.wait(lock, [&] {
-      for (int s = 1; s < shards; ++s) {
-        if (jobs_[s].pending) return false;
-      }
-      return true;
-    });
-    for (int s = 1; s < shards; ++s) results.push_back(std::move(jobs_[s].result));
+  for (auto& result : Wait(1, shards - 1)) results.push_back(std::move(result));
+  return Gather(std::move(results));
+}
+
+absl::StatusOr<DecodeBatchResult> ParallelDecoder::StepAlongside(
+    absl::Span<const DecodeRow> rows, absl::FunctionRef<void()> alongside) {
+  const int workers = options_.threads - 1;
+  if (workers == 0 || rows.empty()) {
+    alongside();
+    return Step(rows);
   }
-  std::vector<DecodeBatchResult> done;
-  for (size_t s = 0; s < results.size(); ++s) {
-    if (!results[s].ok()) {
-      return absl::Status(results[s].status().code(),
-                          absl::StrCat("decode shard ", s, ": ", results[s].status().message()));
-    }
-    done.push_back(*std::move(results[s]));
+  if (absl::Status s = decoders_[0]->Validate(rows); !s.ok()) {
+    alongside();
+    return s;
   }
-  return Concatenate(std::move(done));
+  const int shards = static_cast<int>(std::clamp<int64_t>(
+      static_cast<int64_t>(rows.size()) / options_.min_shard_rows, 1, workers));
+  Post(Split(rows, shards), /*first_worker=*/1);
+  try {
+    alongside();
+  } catch (...) {
+    Wait(1, shards);  // the workers hold the caller's rows
+    throw;
+  }
+  return Gather(Wait(1, shards));
 }
 
 }  // namespace mnemo::model

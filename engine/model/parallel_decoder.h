@@ -27,6 +27,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "engine/model/batch_decoder.h"
@@ -51,6 +52,14 @@ class ParallelDecoder {
   // BatchDecoder::Validate rejects, INTERNAL (memories inconsistent) if LibTorch fails.
   absl::StatusOr<DecodeBatchResult> Step(absl::Span<const DecodeRow> rows);
 
+  // Step, with `alongside` run on the calling thread meanwhile: the rows decode on the workers
+  // alone (up to threads - 1 shards) while the caller runs `alongside` (the engine prefills new
+  // prompts there) instead of a shard of its own, then waits for them. alongside() runs exactly
+  // once whatever the step's outcome, and must not touch the rows' memories. With no worker
+  // (threads == 1) it runs first, then Step(rows).
+  absl::StatusOr<DecodeBatchResult> StepAlongside(absl::Span<const DecodeRow> rows,
+                                                  absl::FunctionRef<void()> alongside);
+
   // Shards a step of `rows` rows splits into.
   int ShardsFor(int64_t rows) const;
   const ParallelDecoderOptions& options() const { return options_; }
@@ -62,6 +71,9 @@ class ParallelDecoder {
     bool pending = false;
   };
   void WorkerLoop(int worker);
+  // Hands parts[i] to worker first_worker + i; Wait collects their results in order.
+  void Post(const std::vector<absl::Span<const DecodeRow>>& parts, int first_worker);
+  std::vector<absl::StatusOr<DecodeBatchResult>> Wait(int first_worker, int count);
   // Runs one shard on the calling thread with LibTorch/OpenMP kept to that thread.
   static absl::StatusOr<DecodeBatchResult> RunShard(BatchDecoder& decoder,
                                                      absl::Span<const DecodeRow> rows);

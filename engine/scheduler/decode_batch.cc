@@ -15,7 +15,26 @@ int DecodeBatch::Run(model::ParallelDecoder& decoder) {
   std::vector<Done> done = std::move(done_);
   rows_.clear();
   done_.clear();
-  absl::StatusOr<model::DecodeBatchResult> result = decoder.Step(rows);
+  Complete(rows, done, decoder.Step(rows));
+  return static_cast<int>(rows.size());
+}
+
+int DecodeBatch::RunAlongside(model::ParallelDecoder& decoder,
+                              absl::FunctionRef<void()> alongside) {
+  if (rows_.empty()) {
+    alongside();
+    return 0;
+  }
+  std::vector<model::DecodeRow> rows = std::move(rows_);
+  std::vector<Done> done = std::move(done_);
+  rows_.clear();
+  done_.clear();
+  Complete(rows, done, decoder.StepAlongside(rows, alongside));
+  return static_cast<int>(rows.size());
+}
+
+void DecodeBatch::Complete(const std::vector<model::DecodeRow>& rows, std::vector<Done>& done,
+                           const absl::StatusOr<model::DecodeBatchResult>& result) {
   for (size_t r = 0; r < rows.size(); ++r) {
     if (!result.ok()) {
       done[r](result.status());
@@ -30,7 +49,6 @@ int DecodeBatch::Run(model::ParallelDecoder& decoder) {
     }
     done[r](std::move(out));
   }
-  return static_cast<int>(rows.size());
 }
 
 }  // namespace mnemo::scheduler

@@ -14,6 +14,7 @@
 #include <functional>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "engine/model/batch_decoder.h"
 #include "engine/model/parallel_decoder.h"
@@ -36,8 +37,15 @@ class DecodeBatch {
   // with its row's Output, or with the step's error (then every row's memory may be
   // inconsistent). Returns the number of rows stepped.
   int Run(model::ParallelDecoder& decoder);
+  // Run, with `alongside` on the calling thread while the rows decode on the decoder's workers
+  // (model::ParallelDecoder::StepAlongside); the completions are called after both.
+  int RunAlongside(model::ParallelDecoder& decoder, absl::FunctionRef<void()> alongside);
 
  private:
+  // Hands each completion its row's result (or the step's error).
+  void Complete(const std::vector<model::DecodeRow>& rows, std::vector<Done>& done,
+                const absl::StatusOr<model::DecodeBatchResult>& result);
+
   std::vector<model::DecodeRow> rows_;
   std::vector<Done> done_;
 };

@@ -316,18 +316,9 @@ void Scheduler::RunIteration() {
   const int seg_len = model_->config().seg_len;
   int64_t prefill_left = config_.max_prefill_tokens;
   bool prefilled = false;
-  std::vector<std::list<std::unique_ptr<Task>>::iterator> done, deferred;
-  for (auto it = running_.begin(); it != running_.end(); ++it) {
+  std::vector<std::list<std::unique_ptr<Task>>::iterator> done, deferred, prefills;
+  auto step = [&](std::list<std::unique_ptr<Task>>::iterator it) {
     Task& task = **it;
-    if (task.WantsPrefill() && !task.cancelled()) {
-      // The first prefill always runs, so prefills progress even with a zero budget.
-      if (prefilled && prefill_left <= 0) {
-        deferred.push_back(it);
-        continue;
-      }
-      prefilled = true;
-      prefill_left -= seg_len;
-    }
     ctx.now = config_.clock();
     bool finished = false;
     try {
@@ -338,9 +329,30 @@ void Scheduler::RunIteration() {
       finished = true;
     }
     if (finished) done.push_back(it);
+  };
+  // Decoding tasks step now (each adds its token to the batch); prefills wait for the batch.
+  for (auto it = running_.begin(); it != running_.end(); ++it) {
+    Task& task = **it;
+    if (task.WantsPrefill() && !task.cancelled()) {
+      // The first prefill always runs, so prefills progress even with a zero budget.
+      if (prefilled && prefill_left <= 0) {
+        deferred.push_back(it);
+        continue;
+      }
+      prefilled = true;
+      prefill_left -= seg_len;
+      prefills.push_back(it);
+      continue;
+    }
+    step(it);
   }
-  // The feeds tasks handed over, in one step; completions may finish tasks (before release).
-  const int rows = batch.Run(decoder_);
+  // The batch's rows decode on the decoder's workers while this thread prefills (a prefill
+  // touches only its own sequence), then the completions run, which may finish tasks.
+  auto prefill_all = [&] {
+    for (auto it : prefills) step(it);
+  };
+  int rows = prefills.empty() ? batch.Run(decoder_) : batch.RunAlongside(decoder_, prefill_all);
+  if (batch.size() > 0) rows += batch.Run(decoder_);  // rows a prefilling task added, if any
   if (rows > 0 && config_.decode_batch_observer) config_.decode_batch_observer(rows);
   for (auto it : done) {
     Release(**it);

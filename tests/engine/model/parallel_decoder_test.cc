@@ -139,5 +139,49 @@ TEST_F(ParallelDecoderTest, BadRowInALaterShardChangesNoMemory) {
   }
 }
 
+// StepAlongside: the rows decode on the workers while the caller runs its own work (the
+// engine's prefills): the same results as one step, and the work runs exactly once whether the
+// step succeeds, is rejected, or there is no worker. Here the work is a prefill of another
+// memory, as in the engine, checked against the same prefill done alone.
+TEST_F(ParallelDecoderTest, StepAlongsideGivesWhatOneStepGivesAndRunsTheWorkOnce) {
+  Prime(9);
+  BatchDecoder one(*model_);
+  const std::vector<int> prompt = RandomBytes(20, 7);
+  memory::SessionMemory alone = model_->NewMemory();
+  auto alone_out = model_->Forward(prompt, alone);
+  ASSERT_TRUE(alone_out.ok());
+  for (int threads : {1, 2, 3}) {
+    ParallelDecoderOptions options;
+    options.threads = threads;
+    options.min_shard_rows = 2;
+    ParallelDecoder parallel(*model_, options);
+    for (int step = 0; step < 3; ++step) {
+      memory::SessionMemory side = model_->NewMemory();
+      int calls = 0;
+      torch::Tensor side_out;
+      auto expected = one.Step(Rows(reference_, step));
+      auto got = parallel.StepAlongside(Rows(parallel_, step), [&] {
+        ++calls;
+        side_out = model_->Forward(prompt, side).value();
+      });
+      ASSERT_TRUE(expected.ok()) << expected.status();
+      ASSERT_TRUE(got.ok()) << got.status();
+      EXPECT_EQ(calls, 1) << threads << " threads";
+      EXPECT_LT(MaxDiff(got->logprobs, expected->logprobs), 1e-4) << threads << " threads";
+      EXPECT_EQ(got->exit_layers, expected->exit_layers);
+      EXPECT_LT(MaxDiff(side_out, *alone_out), 1e-5) << threads << " threads";
+    }
+    // A rejected step still runs the work once and changes no row's memory.
+    std::vector<DecodeRow> rows = Rows(parallel_, 0);
+    rows[5].token = 100000;
+    const int64_t before = parallel_[0].next_position();
+    int calls = 0;
+    auto out = parallel.StepAlongside(rows, [&] { ++calls; });
+    EXPECT_EQ(out.status().code(), absl::StatusCode::kInvalidArgument) << out.status();
+    EXPECT_EQ(calls, 1);
+    EXPECT_EQ(parallel_[0].next_position(), before);
+  }
+}
+
 }  // namespace
 }  // namespace mnemo::model
