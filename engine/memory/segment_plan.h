@@ -3,8 +3,17 @@
 //
 // Visibility follows DESIGN.md §2 "memory is defined per position": query t sees raw positions
 // [t - mem_len, t] and compressed groups g with (g + 1) * rate <= t - mem_len, the newest
-// cmem_len of them. Group g holds positions [g * rate, (g + 1) * rate) and is formed as soon as
-// its last position arrives, so results never depend on where segment boundaries fall.
+// cmem_len of them. Group g holds positions [g * rate, (g + 1) * rate); its compressed slot is a
+// function of those positions' keys/values alone, so results never depend on where segment
+// boundaries fall, nor on when the group is formed.
+// Formation is late and batched: a group must be formed once it is *due*, i.e. its first
+// position g * rate has left the newest query's raw window (g * rate <= end - 1 - mem_len):
+// that is before any query can see it ((g + 1) * rate <= t - mem_len) and before the next
+// segment can overwrite its raw slots (raw capacity mem_len + seg_len). A segment that makes
+// any group due forms every due group plus up to 16 complete groups after them, in one pass
+// over the compression weights. A sequence shorter than mem_len + 1 positions never compresses
+// (nothing could see the groups), and a long one reads the compression weights once per 16
+// groups instead of once per group.
 // The kNN layer's query t retrieves among positions [t - mem_len - knn_len, t - mem_len).
 // Rows (training batches) may start a new document at any segment: their queries see nothing
 // before it, exactly as if their memory had been reset.
@@ -28,9 +37,12 @@ struct SegmentPlan {
   torch::Tensor raw_mask;         // [R, 1, S, raw_capacity] bool: query s may see raw slot j
   torch::Tensor raw_distance;     // [S, raw_capacity] int64: clamped relative distance
 
-  int64_t new_groups = 0;           // n: compressed groups completed inside this segment
+  int64_t new_groups = 0;           // n: compressed groups formed by this segment
   torch::Tensor group_source_slots; // [n * rate] int64: raw slots of those groups, in order
   torch::Tensor cmp_write_slots;    // [n] int64: compressed slot of each new group
+  // Compressed slots that hold a group once this segment is committed: [0, cmp_filled_after)
+  // (groups form in order from 0 and group g goes to slot g % cmp_capacity).
+  int64_t cmp_filled_after = 0;
   torch::Tensor cmp_mask;           // [R, 1, S, cmp_capacity] bool (undefined without cmem)
   torch::Tensor cmp_distance;       // [S, cmp_capacity] int64
 

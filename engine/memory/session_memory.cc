@@ -7,6 +7,10 @@
 namespace mnemo::memory {
 namespace {
 
+// Complete groups formed beyond the due ones (segment_plan.h): batches of up to 17 groups per
+// pass over the compression weights in decode, where one group falls due every rate tokens.
+constexpr int64_t kGroupsAhead = 16;
+
 torch::Tensor ToTensor(std::vector<int64_t>& values, std::vector<int64_t> sizes,
                        torch::Device device) {
   return torch::from_blob(values.data(), sizes, torch::kInt64).to(device, /*non_blocking=*/false,
@@ -143,10 +147,19 @@ SegmentPlan SessionMemory::Plan(int64_t length) const {
 
   plan.cmp_groups_after = cmp_groups_;
   if (shape_.cmem_len > 0) {
-    // Groups whose last position (g + 1) * rate - 1 falls inside this segment are formed now.
-    const int64_t first_group = s0 / rate;
-    const int64_t end_group = (s0 + length) / rate;  // exclusive
+    // Groups are formed late and in batches (see segment_plan.h): every group due by the end of
+    // this segment, plus up to kGroupsAhead complete ones after it, once any group is due.
+    const int64_t end = s0 + length;
+    int64_t first_group = 0;  // groups form in order: the next one is the newest formed + 1
+    for (int64_t g : cmp_groups_) first_group = std::max(first_group, g + 1);
+    const int64_t complete = end / rate;
+    const int64_t due = end - 1 - mem_len >= 0 ? (end - 1 - mem_len) / rate + 1 : 0;
+    int64_t end_group = first_group;  // exclusive
+    if (std::min(due, complete) > first_group) {
+      end_group = std::min(complete, std::max(due, first_group) + kGroupsAhead);
+    }
     plan.new_groups = std::max<int64_t>(0, end_group - first_group);
+    plan.cmp_filled_after = std::min<int64_t>(end_group, cmp_cap);
     std::vector<int64_t> source_slots;
     std::vector<int64_t> cmp_slots;
     for (int64_t g = first_group; g < end_group; ++g) {

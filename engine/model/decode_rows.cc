@@ -47,7 +47,7 @@ DecodeRows PrepareDecodeRows(absl::Span<memory::SessionMemory* const> memories,
     const int64_t t = plan.start;
     state.raw_filled.push_back(std::min<int64_t>(t + 1, s.raw_capacity()));
     const bool cmp = s.cmem_len > 0;
-    state.cmp_filled.push_back(cmp ? std::min<int64_t>((t + 1) / s.cmem_rate, s.cmp_capacity()) : 0);
+    state.cmp_filled.push_back(cmp ? plan.cmp_filled_after : 0);
     if (layout == AttentionLayout::kPadded) {
       // [raw_capacity]: distance where visible, the -inf column elsewhere.
       raw_index[r] = plan.raw_distance.view(-1).masked_fill(plan.raw_mask.view(-1).logical_not(), masked);

@@ -232,8 +232,7 @@ torch::Tensor RelativeAttentionImpl::forward(const torch::Tensor& x, memory::Lay
   // masked) and much less work while a session is young (a 64-token prompt: 64 of 512 slots).
   const int64_t newest = plan.start + length;  // positions [0, newest) exist
   const int64_t raw_used = std::min<int64_t>(newest, memory.k_raw.size(2));
-  const int64_t cmp_used =
-      compressive ? std::min<int64_t>(newest / cmem_rate_, memory.k_cmp.size(2)) : 0;
+  const int64_t cmp_used = compressive ? plan.cmp_filled_after : 0;
   torch::Tensor table = PositionTable(sinusoid);  // [H, D, dh]
   table = table.narrow(1, 0, std::min<int64_t>(newest, table.size(1)));
   // Position scores for every distance, then picked per key: [B, H, S, D']

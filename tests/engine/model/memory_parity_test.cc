@@ -5,6 +5,7 @@
 #include <c10/core/InferenceMode.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <string>
@@ -284,6 +285,31 @@ TEST_P(KnnStoreTest, PastItsExactThresholdStaysClose) {
   EXPECT_EQ(memory.layer(layer).knn_store->mode(), knn::KnnMode::kIvf);
   const float mean_diff = (approximate - full_).abs().mean().item<float>();
   EXPECT_LT(mean_diff, 0.05) << "IVF kNN drifted from exact kNN";
+}
+
+// Groups are compressed late (once their first position leaves the raw window) and in batches
+// (segment_plan.h): decoding one position at a time, nothing is compressed before anything
+// could be seen, every group a query may see is formed in time, only complete groups are
+// formed, and there are fewer compression passes than groups. (That results do not depend on
+// when groups form is what the other tests here check.)
+TEST_P(MemoryParityTest, CompressionIsLateAndBatched) {
+  const ModelConfig& c = model_->config();
+  if (c.cmem_len == 0) GTEST_SKIP() << "no compressed memory";
+  memory::SessionMemory memory = model_->NewMemory();
+  int64_t formed = 0, passes = 0;
+  for (int64_t end = 1; end <= 400; ++end) {
+    memory::SegmentPlan plan = memory.Plan(1);
+    if (end <= c.mem_len) EXPECT_EQ(plan.new_groups, 0) << "at position " << end - 1;
+    formed += plan.new_groups;
+    passes += plan.new_groups > 0;
+    const int64_t needed = std::max<int64_t>(0, (end - 1 - c.mem_len) / c.cmem_rate);
+    EXPECT_GE(formed, needed) << "at position " << end - 1;
+    EXPECT_LE(formed * c.cmem_rate, end) << "at position " << end - 1;
+    EXPECT_EQ(plan.cmp_filled_after, std::min<int64_t>(formed, memory.shape().cmp_capacity()));
+    memory.Commit(plan);
+  }
+  EXPECT_GT(formed, 100);
+  EXPECT_LT(passes * 2, formed) << passes << " passes for " << formed << " groups";
 }
 
 TEST_P(MemoryParityTest, MemoryStatsFollowTheDefinition) {
