@@ -254,6 +254,19 @@ void KnnMemory::AddToIvf(int64_t first, int64_t count) {
   }
 }
 
+absl::Status KnnMemory::CheckWindow(int64_t lo, int64_t hi) const {
+  if (lo > hi) {
+    return absl::InvalidArgumentError(absl::StrCat("window lo ", lo, " > hi ", hi));
+  }
+  if (lo < hi && std::max(lo, config_.first_position) < oldest_position()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "window [", lo, ", ", hi, ") reaches evicted positions (retained: [", oldest_position(),
+        ", ", next_position_, ")); the memory's capacity ", capacity(),
+        " is too small for the caller's windows"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<KnnResult> KnnMemory::Search(const torch::Tensor& queries, int k,
                                             const torch::Tensor& lo,
                                             const torch::Tensor& hi) const {
@@ -279,15 +292,8 @@ absl::StatusOr<KnnResult> KnnMemory::Search(const torch::Tensor& queries, int k,
   const int64_t* lo_p = lo_c.data_ptr<int64_t>();
   const int64_t* hi_p = hi_c.data_ptr<int64_t>();
   for (int64_t i = 0; i < q; ++i) {
-    if (lo_p[i] > hi_p[i]) {
-      return absl::InvalidArgumentError(absl::StrCat("Search: query ", i, " has lo ", lo_p[i],
-                                                     " > hi ", hi_p[i]));
-    }
-    if (lo_p[i] < hi_p[i] && std::max(lo_p[i], config_.first_position) < oldest_position()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "Search: query ", i, " window [", lo_p[i], ", ", hi_p[i],
-          ") reaches evicted positions (retained: [", oldest_position(), ", ", next_position_,
-          ")); the memory's capacity ", capacity(), " is too small for the caller's windows"));
+    if (absl::Status s = CheckWindow(lo_p[i], hi_p[i]); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("Search: query ", i, ": ", s.message()));
     }
   }
   try {
@@ -385,14 +391,8 @@ absl::Status KnnMemory::SearchOne(const float* query, int k, int64_t lo, int64_t
     return absl::InvalidArgumentError(
         absl::StrCat("SearchOne: k must be in [1, capacity = ", capacity(), "]; got ", k));
   }
-  if (lo > hi) {
-    return absl::InvalidArgumentError(absl::StrCat("SearchOne: window lo ", lo, " > hi ", hi));
-  }
-  if (lo < hi && std::max(lo, config_.first_position) < oldest_position()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "SearchOne: window [", lo, ", ", hi, ") reaches evicted positions (retained: [",
-        oldest_position(), ", ", next_position_, ")); the memory's capacity ", capacity(),
-        " is too small for the caller's windows"));
+  if (absl::Status s = CheckWindow(lo, hi); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("SearchOne: ", s.message()));
   }
   const int64_t h = config_.heads, d = config_.dim;
   hits.assign(static_cast<size_t>(h * k), Hit{});

@@ -157,6 +157,9 @@ class KnnMemory {
                           const torch::Tensor& hi) const;
   // Gathers keys/values of `positions` from the rings, scores them exactly, sorts.
   KnnResult Finish(const torch::Tensor& queries, torch::Tensor positions) const;
+  // INVALID_ARGUMENT unless [lo, hi) is a window Search may scan: lo <= hi, and no position in
+  // it was appended and then evicted (the caller's capacity would be too small).
+  absl::Status CheckWindow(int64_t lo, int64_t hi) const;
   int64_t SlotOf(int64_t position) const { return (position - config_.first_position) % capacity(); }
 
   KnnMemoryConfig config_;

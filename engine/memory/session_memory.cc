@@ -158,7 +158,7 @@ SegmentPlan SessionMemory::Plan(int64_t length) const {
     if (std::min(due, complete) > first_group) {
       end_group = std::min(complete, std::max(due, first_group) + kGroupsAhead);
     }
-    plan.new_groups = std::max<int64_t>(0, end_group - first_group);
+    plan.new_groups = end_group - first_group;
     plan.cmp_filled_after = std::min<int64_t>(end_group, cmp_cap);
     std::vector<int64_t> source_slots;
     std::vector<int64_t> cmp_slots;

@@ -247,7 +247,8 @@ torch::Tensor RelativeAttentionImpl::DecodeMixKnnHost(const torch::Tensor& q,
               "host kNN mix: bad operands");
   const float* scale = knn_scale_.data_ptr<float>();
   const float* gate_logit = knn_gate_.data_ptr<float>();
-  std::vector<float> query(static_cast<size_t>(heads * dh)), weights(static_cast<size_t>(k));
+  std::vector<float> query(static_cast<size_t>(heads * dh)), weights(static_cast<size_t>(k)),
+      mixed(static_cast<size_t>(dh));
   std::vector<knn::KnnMemory::Hit> hits;
   std::vector<std::pair<float, int64_t>> scratch;
   for (int64_t a = 0; a < count; ++a) {
@@ -300,9 +301,7 @@ torch::Tensor RelativeAttentionImpl::DecodeMixKnnHost(const torch::Tensor& q,
       }
       const float gate = 1.0f / (1.0f + std::exp(-gate_logit[h]));
       float* yh = ya + h * dh;
-      float mixed[256];
-      TORCH_CHECK(dh <= 256, "host kNN mix: d_head > 256");
-      std::fill(mixed, mixed + dh, 0.0f);
+      std::fill(mixed.begin(), mixed.end(), 0.0f);
       for (int64_t i = 0; i < k; ++i) {
         if (weights[i] == 0.0f) continue;
         const float w = weights[i] / total;

@@ -11,10 +11,8 @@ void DecodeBatch::Add(const model::DecodeRow& row, Done done) {
 
 int DecodeBatch::Run(model::ParallelDecoder& decoder) {
   if (rows_.empty()) return 0;
-  std::vector<model::DecodeRow> rows = std::move(rows_);
-  std::vector<Done> done = std::move(done_);
-  rows_.clear();
-  done_.clear();
+  std::vector<model::DecodeRow> rows = std::exchange(rows_, {});
+  std::vector<Done> done = std::exchange(done_, {});
   Complete(rows, done, decoder.Step(rows));
   return static_cast<int>(rows.size());
 }
@@ -25,10 +23,8 @@ int DecodeBatch::RunAlongside(model::ParallelDecoder& decoder,
     alongside();
     return 0;
   }
-  std::vector<model::DecodeRow> rows = std::move(rows_);
-  std::vector<Done> done = std::move(done_);
-  rows_.clear();
-  done_.clear();
+  std::vector<model::DecodeRow> rows = std::exchange(rows_, {});
+  std::vector<Done> done = std::exchange(done_, {});
   Complete(rows, done, decoder.StepAlongside(rows, alongside));
   return static_cast<int>(rows.size());
 }

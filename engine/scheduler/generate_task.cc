@@ -58,8 +58,9 @@ bool GenerateTask::Step(StepContext& ctx) {
   const int seg_len = ctx.model.config().seg_len;
   // A fresh sequence takes BOS in the same Forward as its first prompt chunk (the chunk one
   // token shorter, so both fit the segment), or alone when there is no prompt or no room.
-  const bool bos_with_chunk =
-      !state().primed() && remaining > 0 && NextChunkSize(state(), seg_len, remaining + 1) > 1;
+  const int64_t with_bos =
+      !state().primed() && remaining > 0 ? NextChunkSize(state(), seg_len, remaining + 1) : 0;
+  const bool bos_with_chunk = with_bos > 1;
   if (!bos_with_chunk) {
     if (absl::Status s = PrimeIfNeeded(ctx.model, state()); !s.ok()) {
       Finish(FinishReason::kError, s, ctx.now);
@@ -67,8 +68,8 @@ bool GenerateTask::Step(StepContext& ctx) {
     }
   }
   if (remaining > 0) {
-    const int64_t n = bos_with_chunk ? NextChunkSize(state(), seg_len, remaining + 1) - 1
-                                     : NextChunkSize(state(), seg_len, remaining);
+    // (After a separate BOS the state has moved on: the chunk is measured from there.)
+    const int64_t n = bos_with_chunk ? with_bos - 1 : NextChunkSize(state(), seg_len, remaining);
     absl::Span<const int> chunk(prompt_.data() + prompt_fed_, n);
     absl::StatusOr<torch::Tensor> out =
         bos_with_chunk ? PrimeAndFeedText(ctx.model, state(), chunk)

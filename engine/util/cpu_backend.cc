@@ -40,17 +40,6 @@ bool IsFallbackCore(const std::string& core) {
   return false;
 }
 
-}  // namespace
-
-void FlushDenormalsToZero() {
-#if defined(__SSE__)
-  // FTZ (bit 15): denormal results become 0; DAZ (bit 6): denormal inputs read as 0.
-  _mm_setcsr(_mm_getcsr() | 0x8040);
-#endif
-}
-
-namespace {
-
 // Tensors above glibc's mmap threshold (128 KiB at first) get fresh pages from the kernel,
 // zero-filled on first touch, every time: a prefill's score matrices (MBs, allocated and freed
 // per layer) spent 6% of a 256-token prompt in page faults. Up to 32 MiB (glibc's ceiling) they
@@ -62,6 +51,13 @@ void KeepLargeBlocksOnTheHeap() {
 }
 
 }  // namespace
+
+void FlushDenormalsToZero() {
+#if defined(__SSE__)
+  // FTZ (bit 15): denormal results become 0; DAZ (bit 6): denormal inputs read as 0.
+  _mm_setcsr(_mm_getcsr() | 0x8040);
+#endif
+}
 
 void ConfigureCpuRuntime(char** argv) {
   // Threads inherit the floating-point environment of the thread that creates them, so doing
