@@ -3,6 +3,8 @@
 #ifndef MNEMO_TESTS_ENGINE_TINY_MODEL_H_
 #define MNEMO_TESTS_ENGINE_TINY_MODEL_H_
 
+#include <torch/types.h>
+
 #include <cstdint>
 #include <random>
 #include <vector>
@@ -20,6 +22,29 @@ inline model::ModelConfig TinyModelConfig() {
   c.d_head = 16;
   c.d_ff = 64;
   return c;
+}
+
+// TinyModelConfig with every kind of memory, small enough that a few hundred positions fill and
+// wrap them all: 3 layers, segments and raw window of 16, 4 compressed slots of 4 positions
+// each, and layer 1 retrieving its top 4 among 32 older positions.
+inline model::ModelConfig TinyMemoryModelConfig(
+    model::Compression compression = model::Compression::kMean) {
+  model::ModelConfig c = TinyModelConfig();
+  c.n_layers = 3;
+  c.seg_len = 16;
+  c.mem_len = 16;
+  c.cmem_len = 4;
+  c.cmem_rate = 4;
+  c.compression = compression;
+  c.knn_layer = 1;
+  c.knn_topk = 4;
+  c.knn_mem_len = 32;
+  return c;
+}
+
+// Largest absolute elementwise difference.
+inline float MaxDiff(const torch::Tensor& a, const torch::Tensor& b) {
+  return (a - b).abs().max().item<float>();
 }
 
 // BOS then n - 1 uniformly random bytes. No two positions share a key, so kNN retrieval has no

@@ -21,18 +21,7 @@ namespace {
 namespace fs = std::filesystem;
 using ::mnemo::testing::RandomBytes;
 
-model::ModelConfig Config() {
-  model::ModelConfig c = ::mnemo::testing::TinyModelConfig();
-  c.n_layers = 3;
-  c.seg_len = 16;
-  c.mem_len = 16;
-  c.cmem_len = 4;
-  c.cmem_rate = 4;
-  c.knn_layer = 1;
-  c.knn_topk = 4;
-  c.knn_mem_len = 32;
-  return c;
-}
+model::ModelConfig Config() { return ::mnemo::testing::TinyMemoryModelConfig(); }
 
 std::vector<CalibrationText> Texts(int count, int length, uint32_t seed) {
   std::vector<CalibrationText> texts;

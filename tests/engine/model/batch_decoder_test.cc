@@ -17,26 +17,14 @@
 namespace mnemo::model {
 namespace {
 
+using ::mnemo::testing::MaxDiff;
 using ::mnemo::testing::RandomBytes;
 
 // 3 layers with a conv-compressed memory and a kNN layer on a knn::KnnMemory store.
 ModelConfig Config() {
-  ModelConfig c = ::mnemo::testing::TinyModelConfig();
-  c.n_layers = 3;
-  c.seg_len = 16;
-  c.mem_len = 16;
-  c.cmem_len = 4;
-  c.cmem_rate = 4;
-  c.compression = Compression::kConv;
+  ModelConfig c = ::mnemo::testing::TinyMemoryModelConfig(Compression::kConv);
   c.clamp_len = 30;  // below the farthest compressed slot: clamping is exercised
-  c.knn_layer = 1;
-  c.knn_topk = 4;
-  c.knn_mem_len = 32;
   return c;
-}
-
-float MaxDiff(const torch::Tensor& a, const torch::Tensor& b) {
-  return (a - b).abs().max().item<float>();
 }
 
 void ExpectSameMemory(const memory::SessionMemory& a, const memory::SessionMemory& b,

@@ -299,7 +299,9 @@ TEST_P(MemoryParityTest, CompressionIsLateAndBatched) {
   int64_t formed = 0, passes = 0;
   for (int64_t end = 1; end <= 400; ++end) {
     memory::SegmentPlan plan = memory.Plan(1);
-    if (end <= c.mem_len) EXPECT_EQ(plan.new_groups, 0) << "at position " << end - 1;
+    if (end <= c.mem_len) {
+      EXPECT_EQ(plan.new_groups, 0) << "at position " << end - 1;
+    }
     formed += plan.new_groups;
     passes += plan.new_groups > 0;
     const int64_t needed = std::max<int64_t>(0, (end - 1 - c.mem_len) / c.cmem_rate);

@@ -16,25 +16,10 @@
 namespace mnemo::model {
 namespace {
 
+using ::mnemo::testing::MaxDiff;
 using ::mnemo::testing::RandomBytes;
 
-ModelConfig Config() {
-  ModelConfig c = ::mnemo::testing::TinyModelConfig();
-  c.n_layers = 3;
-  c.seg_len = 16;
-  c.mem_len = 16;
-  c.cmem_len = 4;
-  c.cmem_rate = 4;
-  c.compression = Compression::kConv;
-  c.knn_layer = 1;
-  c.knn_topk = 4;
-  c.knn_mem_len = 32;
-  return c;
-}
-
-float MaxDiff(const torch::Tensor& a, const torch::Tensor& b) {
-  return (a - b).abs().max().item<float>();
-}
+ModelConfig Config() { return ::mnemo::testing::TinyMemoryModelConfig(Compression::kConv); }
 
 class ParallelDecoderTest : public ::testing::Test {
  protected:
