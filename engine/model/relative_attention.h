@@ -45,7 +45,9 @@ class RelativeAttentionImpl : public torch::nn::Module {
   // own batch-1 memory. x: [B, d_model], the layer-normalised input of every row (exited rows
   // included: their keys/values still enter the memory, DESIGN.md §5). Appends every row's
   // key/value (and completed compressed groups, and kNN entries) to memory layer `layer`, then
-  // attends for the active rows only. Returns [A, d_model] for `active`. Inference only.
+  // attends for the active rows only. Returns [A, d_model] for `active`. Inference only. With
+  // packed weights an exited row's query is not computed: its share of the qkv product is the
+  // key/value two thirds.
   torch::Tensor Decode(const torch::Tensor& x, int layer, DecodeRows& rows,
                        const ActiveRows& active, const torch::Tensor& sinusoid);
 
@@ -88,8 +90,8 @@ class RelativeAttentionImpl : public torch::nn::Module {
   void DecodeAppend(const torch::Tensor& k, const torch::Tensor& v, int layer, DecodeRows& rows);
   torch::Tensor DecodeAttendPerRow(const torch::Tensor& qu, const torch::Tensor& bd, int layer,
                                    DecodeRows& rows, const ActiveRows& active);
-  // DecodeRows::host: the same over the rings in place (host_attention.h), from every row's
-  // raw query q [B, H, dh] (the kernel adds the biases and the scale); table [H, D, dh]
+  // DecodeRows::host: the same over the rings in place (host_attention.h), from the active
+  // rows' raw queries q [A, H, dh] (the kernel adds the biases and the scale); table [H, D, dh]
   // contiguous. Returns [A, H * dh].
   torch::Tensor DecodeAttendHost(const torch::Tensor& q, const torch::Tensor& table, int layer,
                                  DecodeRows& rows, const ActiveRows& active);

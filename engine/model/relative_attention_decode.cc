@@ -121,11 +121,12 @@ torch::Tensor RelativeAttentionImpl::DecodeAttendHost(const torch::Tensor& q,
               "host attention: biases and position table must be contiguous");
   std::vector<HostAttentionRow> views;
   views.reserve(active.rows.size());
-  for (int64_t r : active.rows) {
+  for (size_t a = 0; a < active.rows.size(); ++a) {
+    const int64_t r = active.rows[a];
     memory::LayerMemory& m = rows.memories[r]->layer(layer);
     TORCH_CHECK(m.k_raw.is_contiguous() && m.v_raw.is_contiguous(), "host attention: rings must be contiguous");
     HostAttentionRow view;
-    view.query = q.data_ptr<float>() + r * q.stride(0);  // [B, H, dh], every row's
+    view.query = q.data_ptr<float>() + static_cast<int64_t>(a) * q.stride(0);  // [A, H, dh]
     view.query_head_stride = q.stride(1);
     view.k_raw = m.k_raw.data_ptr<float>();
     view.v_raw = m.v_raw.data_ptr<float>();
@@ -317,22 +318,35 @@ torch::Tensor RelativeAttentionImpl::DecodeMixKnnHost(const torch::Tensor& q,
 torch::Tensor RelativeAttentionImpl::Decode(const torch::Tensor& x, int layer, DecodeRows& rows,
                                             const ActiveRows& active,
                                             const torch::Tensor& sinusoid) {
-  const int64_t batch = x.size(0);
-  // [B, 3 * H * dh] -> 3 x [B, H, dh]
-  torch::Tensor qkv = LinearForward(qkv_, packed_qkv_, x).view({batch, 3, heads_, d_head_});
-  torch::Tensor q = qkv.select(1, 0), k = qkv.select(1, 1), v = qkv.select(1, 2);
+  const int64_t batch = x.size(0), count = static_cast<int64_t>(active.rows.size());
+  const int64_t width = heads_ * d_head_;
+  torch::Tensor q, k, v;  // q [A, H, dh] for the active rows; k, v [B, H, dh] for every row
+  if (!active.all && packed_qkv_.Accepts(x) && packed_qkv_.Current(qkv_->weight, qkv_->bias)) {
+    // Exited rows only propagate state: keys and values for every row, queries for the rest.
+    torch::Tensor kv = packed_qkv_.Apply(x, width, 2 * width).view({batch, 2, heads_, d_head_});
+    k = kv.select(1, 0);
+    v = kv.select(1, 1);
+    if (count > 0) {
+      q = packed_qkv_.Apply(x.index_select(0, active.index), 0, width)
+              .view({count, heads_, d_head_});
+    }
+  } else {
+    // [B, 3 * H * dh] -> 3 x [B, H, dh]
+    torch::Tensor qkv = LinearForward(qkv_, packed_qkv_, x).view({batch, 3, heads_, d_head_});
+    k = qkv.select(1, 1);
+    v = qkv.select(1, 2);
+    if (count > 0) q = active.all ? qkv.select(1, 0) : qkv.select(1, 0).index_select(0, active.index);
+  }
   DecodeAppend(k, v, layer, rows);
-  if (active.rows.empty()) return torch::zeros({0, x.size(1)}, x.options());
+  if (count == 0) return torch::zeros({0, x.size(1)}, x.options());
 
-  const int64_t count = static_cast<int64_t>(active.rows.size());
-  auto q_active = [&] { return active.all ? q : q.index_select(0, active.index); };  // [A, H, dh]
   torch::Tensor table = PositionTable(sinusoid);  // [H, D, dh]
   torch::Tensor y;                                // [A, H, dh]
   if (rows.host) {
     // The kernel forms the biased, scaled queries itself and writes [A, H * dh].
     y = DecodeAttendHost(q, table, layer, rows, active).view({count, heads_, d_head_});
   } else {
-    torch::Tensor heads_first = q_active().transpose(0, 1);  // [H, A, dh]
+    torch::Tensor heads_first = q.transpose(0, 1);  // [H, A, dh]
     // The 1/sqrt(d) scale goes on the queries, so scores need no pass of their own.
     torch::Tensor qu = (heads_first + u_bias_.view({heads_, 1, d_head_})) * scale_;
     torch::Tensor qv = (heads_first + v_bias_.view({heads_, 1, d_head_})) * scale_;
@@ -347,7 +361,7 @@ torch::Tensor RelativeAttentionImpl::Decode(const torch::Tensor& x, int layer, D
     }
     y = y.transpose(0, 1);
   }
-  if (knn_scale_.defined()) y = DecodeMixKnn(q_active(), y, layer, rows, active);
+  if (knn_scale_.defined()) y = DecodeMixKnn(q, y, layer, rows, active);
   return LinearForward(out_, packed_out_, y.reshape({count, heads_ * d_head_}));  // [A, d_model]
 }
 

@@ -28,21 +28,20 @@ inline __attribute__((always_inline)) void Store(float* p, V16 v) {
   std::memcpy(p, &v, sizeof(v));
 }
 
-// Rows [0, R) of x (R <= 4, row stride ldx) times columns [n0, n0 + 32) of wt [K, N], plus
-// bias, into y (row stride N).
+// Rows [0, R) of x (R <= 4, row stride ldx) times the 32 columns of wt that start at w (row
+// stride ldw), plus bias (32 values, or nullptr), into the 32 columns at y (row stride ldy).
 template <int R>
 inline __attribute__((always_inline)) void Tile(const float* x, int64_t ldx, int64_t k_size,
-                                                const float* wt, int64_t n_size, int64_t n0,
-                                                const float* bias, float* y) {
+                                                const float* w, int64_t ldw, const float* bias,
+                                                float* y, int64_t ldy) {
   V16 acc[R][2];
   const V16 zero = {};
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
-    acc[r][0] = bias != nullptr ? Load(bias + n0) : zero;
-    acc[r][1] = bias != nullptr ? Load(bias + n0 + 16) : zero;
+    acc[r][0] = bias != nullptr ? Load(bias) : zero;
+    acc[r][1] = bias != nullptr ? Load(bias + 16) : zero;
   }
-  const float* w = wt + n0;
-  for (int64_t k = 0; k < k_size; ++k, w += n_size) {
+  for (int64_t k = 0; k < k_size; ++k, w += ldw) {
     const V16 w0 = Load(w), w1 = Load(w + 16);
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
@@ -53,25 +52,29 @@ inline __attribute__((always_inline)) void Tile(const float* x, int64_t ldx, int
   }
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
-    Store(y + r * n_size + n0, acc[r][0]);
-    Store(y + r * n_size + n0 + 16, acc[r][1]);
+    Store(y + r * ldy, acc[r][0]);
+    Store(y + r * ldy + 16, acc[r][1]);
   }
 }
 
-// Rows [m_begin, m_end) of x (m_begin a multiple of 4).
+// Rows [m_begin, m_size) of x (m_begin a multiple of 4) times columns [n_begin, n_end) of wt
+// [K, ldw] (both multiples of 32), into y [m_size, n_end - n_begin].
 __attribute__((target_clones("avx512f", "avx2", "default"))) void Multiply(
     const float* x, int64_t ldx, int64_t m_begin, int64_t m_size, int64_t k_size,
-    const float* wt, int64_t n_size, const float* bias, float* y) {
+    const float* wt, int64_t ldw, int64_t n_begin, int64_t n_end, const float* bias, float* y) {
+  const int64_t ldy = n_end - n_begin;
   for (int64_t m = m_begin; m < m_size; m += 4) {
     const int64_t rows = std::min<int64_t>(4, m_size - m);
     const float* xm = x + m * ldx;
-    float* ym = y + m * n_size;
-    for (int64_t n0 = 0; n0 < n_size; n0 += PackedLinear::kColumns) {
+    float* ym = y + m * ldy - n_begin;
+    for (int64_t n0 = n_begin; n0 < n_end; n0 += PackedLinear::kColumns) {
+      const float* w = wt + n0;
+      const float* b = bias != nullptr ? bias + n0 : nullptr;
       switch (rows) {
-        case 4: Tile<4>(xm, ldx, k_size, wt, n_size, n0, bias, ym); break;
-        case 3: Tile<3>(xm, ldx, k_size, wt, n_size, n0, bias, ym); break;
-        case 2: Tile<2>(xm, ldx, k_size, wt, n_size, n0, bias, ym); break;
-        default: Tile<1>(xm, ldx, k_size, wt, n_size, n0, bias, ym); break;
+        case 4: Tile<4>(xm, ldx, k_size, w, ldw, b, ym + n0, ldy); break;
+        case 3: Tile<3>(xm, ldx, k_size, w, ldw, b, ym + n0, ldy); break;
+        case 2: Tile<2>(xm, ldx, k_size, w, ldw, b, ym + n0, ldy); break;
+        default: Tile<1>(xm, ldx, k_size, w, ldw, b, ym + n0, ldy); break;
       }
     }
   }
@@ -116,8 +119,15 @@ bool PackedLinear::Accepts(const torch::Tensor& x) const {
          x.size(-1) == wt_.size(0) && !(c10::GradMode::is_enabled() && x.requires_grad());
 }
 
-torch::Tensor PackedLinear::Apply(const torch::Tensor& x) const {
-  const int64_t k = wt_.size(0), n = wt_.size(1);
+torch::Tensor PackedLinear::Apply(const torch::Tensor& x) const { return Apply(x, 0, outputs_); }
+
+torch::Tensor PackedLinear::Apply(const torch::Tensor& x, int64_t first, int64_t count) const {
+  TORCH_CHECK(first >= 0 && first % kColumns == 0 && count >= 0 && first + count <= outputs_,
+              "PackedLinear: outputs [", first, ", ", first + count, ") of ", outputs_,
+              " (the first must be a multiple of ", kColumns, ")");
+  const int64_t k = wt_.size(0);
+  // Whole tiles: the last one may reach into the zero padding (or the next outputs), dropped.
+  const int64_t n = (count + kColumns - 1) / kColumns * kColumns;
   torch::Tensor rows = x.reshape({-1, k});
   if (rows.stride(1) != 1) rows = rows.contiguous();
   const int64_t m = rows.size(0);
@@ -131,11 +141,12 @@ torch::Tensor PackedLinear::Apply(const torch::Tensor& x) const {
   const int64_t blocks = (m + 3) / 4;
   const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 22) / std::max<int64_t>(8 * k * n, 1));
   at::parallel_for(0, blocks, grain, [&](int64_t begin, int64_t end) {
-    Multiply(xp, ldx, begin * 4, std::min(end * 4, m), k, wt_.data_ptr<float>(), n, bias, yp);
+    Multiply(xp, ldx, begin * 4, std::min(end * 4, m), k, wt_.data_ptr<float>(), wt_.size(1),
+             first, first + n, bias, yp);
   });
   std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end());
-  shape.back() = outputs_;
-  if (outputs_ != n) y = y.narrow(1, 0, outputs_);  // padding columns dropped (a strided view)
+  shape.back() = count;
+  if (count != n) y = y.narrow(1, 0, count);  // the rest of the last tile dropped (a strided view)
   return y.view(shape);
 }
 

@@ -42,6 +42,11 @@ class PackedLinear {
   bool Accepts(const torch::Tensor& x) const;
   // x [..., K] -> [..., N] float32.
   torch::Tensor Apply(const torch::Tensor& x) const;
+  // Outputs [first, first + count) only: x [..., K] -> [..., count], reading only those
+  // columns of the weight (a decode step's exited rows need just the key/value part of qkv).
+  // `first` must be a multiple of kColumns.
+  torch::Tensor Apply(const torch::Tensor& x, int64_t first, int64_t count) const;
+  int64_t outputs() const { return outputs_; }
 
   static constexpr int64_t kColumns = 32;  // outputs per tile
 

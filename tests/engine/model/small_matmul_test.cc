@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <torch/types.h>
 
+#include <utility>
 #include <vector>
 
 namespace mnemo::model {
@@ -29,6 +30,30 @@ TEST(PackedLinearTest, MatchesTorchLinear) {
       }
     }
   }
+}
+
+TEST(PackedLinearTest, ComputesARangeOfOutputs) {
+  at::manual_seed(5);
+  torch::Tensor w = torch::randn({259, 40}) / 6.0;
+  torch::Tensor b = torch::randn({259});
+  PackedLinear packed(w, b);
+  ASSERT_EQ(packed.outputs(), 259);
+  for (int64_t m : {1, 3, 6, 17}) {
+    torch::Tensor x = torch::randn({m, 40});
+    torch::Tensor reference = torch::linear(x, w, b);
+    // Whole tiles, a partial last tile ending in the padding, one ending inside the next tile,
+    // a single output, and none.
+    for (auto [first, count] : std::vector<std::pair<int64_t, int64_t>>{
+             {0, 259}, {64, 195}, {32, 50}, {224, 1}, {96, 0}}) {
+      torch::Tensor y = packed.Apply(x, first, count);
+      ASSERT_EQ(y.sizes(), (std::vector<int64_t>{m, count}));
+      if (count == 0) continue;
+      EXPECT_LT((y - reference.narrow(1, first, count)).abs().max().item<float>(), 1e-5)
+          << "m " << m << " outputs [" << first << ", " << first + count << ")";
+    }
+  }
+  EXPECT_THROW(packed.Apply(torch::randn({2, 40}), 16, 32), c10::Error);   // not a tile start
+  EXPECT_THROW(packed.Apply(torch::randn({2, 40}), 256, 32), c10::Error);  // past the outputs
 }
 
 TEST(PackedLinearTest, TakesRowsOfAWiderTensor) {
