@@ -103,22 +103,36 @@ void ParallelDecoder::WorkerLoop(int worker) {
     work_ready_.wait(lock, [&] { return stopping_ || jobs_[worker].pending; });
     if (stopping_) return;
     absl::Span<const DecodeRow> rows = jobs_[worker].rows;
+    const absl::FunctionRef<void()>* work = jobs_[worker].work;
     lock.unlock();
-    absl::StatusOr<DecodeBatchResult> result = RunShard(*decoders_[worker], rows);
+    absl::StatusOr<DecodeBatchResult> result = absl::UnknownError("not run");
+    if (!rows.empty()) result = RunShard(*decoders_[worker], rows);
+    std::exception_ptr error;
+    if (work != nullptr) {
+      try {
+        (*work)();
+      } catch (...) {
+        error = std::current_exception();
+      }
+    }
     lock.lock();
     jobs_[worker].result = std::move(result);
+    jobs_[worker].error = error;
     jobs_[worker].pending = false;
     work_done_.notify_all();
   }
 }
 
 void ParallelDecoder::Post(const std::vector<absl::Span<const DecodeRow>>& parts,
-                           int first_worker) {
+                           int first_worker, const absl::FunctionRef<void()>* work) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (size_t i = 0; i < parts.size(); ++i) {
-      jobs_[first_worker + i].rows = parts[i];
-      jobs_[first_worker + i].pending = true;
+      Job& job = jobs_[first_worker + i];
+      job.rows = parts[i];
+      job.work = work;
+      job.error = nullptr;
+      job.pending = true;
     }
   }
   work_ready_.notify_all();
@@ -134,9 +148,13 @@ std::vector<absl::StatusOr<DecodeBatchResult>> ParallelDecoder::Wait(int first_w
     }
     return true;
   });
+  std::exception_ptr error;
   for (int w = first_worker; w < first_worker + count; ++w) {
     results.push_back(std::move(jobs_[w].result));
+    if (error == nullptr) error = jobs_[w].error;
+    jobs_[w].error = nullptr;
   }
+  if (error != nullptr) std::rethrow_exception(error);
   return results;
 }
 
@@ -159,26 +177,42 @@ absl::StatusOr<DecodeBatchResult> ParallelDecoder::Step(absl::Span<const DecodeR
 }
 
 absl::StatusOr<DecodeBatchResult> ParallelDecoder::StepAlongside(
-    absl::Span<const DecodeRow> rows, absl::FunctionRef<void()> alongside) {
+    absl::Span<const DecodeRow> rows, absl::FunctionRef<void()> work) {
   const int workers = options_.threads - 1;
-  if (workers == 0 || rows.empty()) {
-    alongside();
+  if (workers == 0) {
+    work();
     return Step(rows);
   }
   if (absl::Status s = decoders_[0]->Validate(rows); !s.ok()) {
-    alongside();
+    RunOnAll(work);
     return s;
   }
   const int shards = static_cast<int>(std::clamp<int64_t>(
       static_cast<int64_t>(rows.size()) / options_.min_shard_rows, 1, workers));
-  Post(Split(rows, shards), /*first_worker=*/1);
+  std::vector<absl::Span<const DecodeRow>> parts = Split(rows, shards);
+  parts.resize(workers);  // workers without a shard start on the work at once
+  Post(parts, /*first_worker=*/1, &work);
   try {
-    alongside();
+    work();
   } catch (...) {
-    Wait(1, shards);  // the workers hold the caller's rows
+    Wait(1, workers);  // the workers hold the caller's rows
     throw;
   }
-  return Gather(Wait(1, shards));
+  std::vector<absl::StatusOr<DecodeBatchResult>> results = Wait(1, workers);
+  results.resize(shards);
+  return Gather(std::move(results));
+}
+
+void ParallelDecoder::RunOnAll(absl::FunctionRef<void()> work) {
+  const int workers = options_.threads - 1;
+  Post(std::vector<absl::Span<const DecodeRow>>(workers), /*first_worker=*/1, &work);
+  try {
+    work();
+  } catch (...) {
+    Wait(1, workers);
+    throw;
+  }
+  Wait(1, workers);
 }
 
 }  // namespace mnemo::model

@@ -22,6 +22,7 @@
 #define MNEMO_ENGINE_MODEL_PARALLEL_DECODER_H_
 
 #include <condition_variable>
+#include <exception>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -52,13 +53,19 @@ class ParallelDecoder {
   // BatchDecoder::Validate rejects, INTERNAL (memories inconsistent) if LibTorch fails.
   absl::StatusOr<DecodeBatchResult> Step(absl::Span<const DecodeRow> rows);
 
-  // Step, with `alongside` run on the calling thread meanwhile: the rows decode on the workers
-  // alone (up to threads - 1 shards) while the caller runs `alongside` (the engine prefills new
-  // prompts there) instead of a shard of its own, then waits for them. alongside() runs exactly
-  // once whatever the step's outcome, and must not touch the rows' memories. With no worker
-  // (threads == 1) it runs first, then Step(rows).
+  // Step, with `work` keeping the other threads busy: the rows decode on the workers alone (up
+  // to threads - 1 shards) while the calling thread runs `work` instead of a shard of its own,
+  // and each worker runs `work` too once its shard is done (at once when it has none). So
+  // `work` runs once on every thread, at the same time: it must be safe to call concurrently
+  // (the engine's: prefill jobs taken from a queue the threads share) and must not touch the
+  // rows' memories. Returns when the rows are decoded and every call of `work` has returned; an
+  // exception from `work` on a worker is rethrown here. A step Validate rejects still runs the
+  // work (RunOnAll). With no worker (threads == 1): work() on the caller, then Step(rows).
   absl::StatusOr<DecodeBatchResult> StepAlongside(absl::Span<const DecodeRow> rows,
-                                                  absl::FunctionRef<void()> alongside);
+                                                  absl::FunctionRef<void()> work);
+  // `work` once on every thread (the caller's and each worker's) at the same time; returns when
+  // all calls have returned. The same concurrency rules as StepAlongside's.
+  void RunOnAll(absl::FunctionRef<void()> work);
 
   // Shards a step of `rows` rows splits into.
   int ShardsFor(int64_t rows) const;
@@ -66,13 +73,17 @@ class ParallelDecoder {
 
  private:
   struct Job {
-    absl::Span<const DecodeRow> rows;
+    absl::Span<const DecodeRow> rows;  // may be empty: then only `work`
+    const absl::FunctionRef<void()>* work = nullptr;  // run after the rows, if set
     absl::StatusOr<DecodeBatchResult> result = absl::UnknownError("not run");
+    std::exception_ptr error;  // thrown by `work`
     bool pending = false;
   };
   void WorkerLoop(int worker);
-  // Hands parts[i] to worker first_worker + i; Wait collects their results in order.
-  void Post(const std::vector<absl::Span<const DecodeRow>>& parts, int first_worker);
+  // Hands parts[i] (and `work`, if set) to worker first_worker + i; Wait collects their results
+  // in order, rethrowing the first exception a worker's `work` threw once all are done.
+  void Post(const std::vector<absl::Span<const DecodeRow>>& parts, int first_worker,
+            const absl::FunctionRef<void()>* work = nullptr);
   std::vector<absl::StatusOr<DecodeBatchResult>> Wait(int first_worker, int count);
   // Runs one shard on the calling thread with LibTorch/OpenMP kept to that thread.
   static absl::StatusOr<DecodeBatchResult> RunShard(BatchDecoder& decoder,

@@ -17,15 +17,14 @@ int DecodeBatch::Run(model::ParallelDecoder& decoder) {
   return static_cast<int>(rows.size());
 }
 
-int DecodeBatch::RunAlongside(model::ParallelDecoder& decoder,
-                              absl::FunctionRef<void()> alongside) {
+int DecodeBatch::RunAlongside(model::ParallelDecoder& decoder, absl::FunctionRef<void()> work) {
   if (rows_.empty()) {
-    alongside();
+    decoder.RunOnAll(work);
     return 0;
   }
   std::vector<model::DecodeRow> rows = std::exchange(rows_, {});
   std::vector<Done> done = std::exchange(done_, {});
-  Complete(rows, done, decoder.StepAlongside(rows, alongside));
+  Complete(rows, done, decoder.StepAlongside(rows, work));
   return static_cast<int>(rows.size());
 }
 

@@ -37,9 +37,11 @@ class DecodeBatch {
   // with its row's Output, or with the step's error (then every row's memory may be
   // inconsistent). Returns the number of rows stepped.
   int Run(model::ParallelDecoder& decoder);
-  // Run, with `alongside` on the calling thread while the rows decode on the decoder's workers
-  // (model::ParallelDecoder::StepAlongside); the completions are called after both.
-  int RunAlongside(model::ParallelDecoder& decoder, absl::FunctionRef<void()> alongside);
+  // Run, with `work` on every thread of the decoder while the rows decode on its workers:
+  // the caller's thread runs it at once, each worker once its shard is done
+  // (model::ParallelDecoder::StepAlongside; with no rows, RunOnAll). `work` must be safe to
+  // call concurrently. The completions are called on this thread after all of it.
+  int RunAlongside(model::ParallelDecoder& decoder, absl::FunctionRef<void()> work);
 
  private:
   // Hands each completion its row's result (or the step's error).

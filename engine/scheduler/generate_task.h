@@ -37,6 +37,8 @@ class GenerateTask : public Task {
   void Abort(const absl::Status& status, absl::Time now) override;
   bool cancelled() const override { return stream_->cancelled(); }
   bool WantsPrefill() const override { return prompt_fed_ < prompt_.size(); }
+  // A prompt chunk only feeds this request's sequence (or finishes it through the stream).
+  bool PrefillsAnywhere() const override { return WantsPrefill(); }
 
  private:
   session::SequenceState& state() { return session() ? session()->state : one_shot_; }

@@ -1,9 +1,13 @@
 #include "engine/scheduler/scheduler.h"
 
 #include <exception>
+#include <list>
+#include <thread>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "engine/scheduler/datastore_add_task.h"
 #include "engine/scheduler/datastore_info.h"
 #include "engine/scheduler/generate_task.h"
@@ -310,25 +314,31 @@ void Scheduler::StartReady() {
 }
 
 void Scheduler::RunIteration() {
+  using TaskIt = std::list<std::unique_ptr<Task>>::iterator;
   DecodeBatch batch;
   StepContext ctx{*model_, config_.clock(), memory_options_, config_.knn_search_observer,
                   config_.batch_decode ? &batch : nullptr};
   const int seg_len = model_->config().seg_len;
   int64_t prefill_left = config_.max_prefill_tokens;
   bool prefilled = false;
-  std::vector<std::list<std::unique_ptr<Task>>::iterator> done, deferred, prefills;
-  auto step = [&](std::list<std::unique_ptr<Task>>::iterator it) {
+  std::vector<TaskIt> done, deferred, prefills;
+  absl::Mutex done_mu;  // done is shared with the decode workers' prefills
+  // Steps a task once with `step_ctx`; records it in `done` when it finished.
+  auto step = [&](TaskIt it, StepContext& step_ctx) {
     Task& task = **it;
-    ctx.now = config_.clock();
+    step_ctx.now = config_.clock();
     bool finished = false;
     try {
       util::ScopedOmpThreads prefill_threads(task.WantsPrefill() ? config_.prefill_threads : 0);
-      finished = task.Step(ctx);
+      finished = task.Step(step_ctx);
     } catch (const std::exception& e) {  // a LibTorch error outside the model boundary
-      task.Abort(absl::InternalError(absl::StrCat("request failed: ", e.what())), ctx.now);
+      task.Abort(absl::InternalError(absl::StrCat("request failed: ", e.what())), step_ctx.now);
       finished = true;
     }
-    if (finished) done.push_back(it);
+    if (finished) {
+      absl::MutexLock lock(&done_mu);
+      done.push_back(it);
+    }
   };
   // Decoding tasks step now (each adds its token to the batch); prefills wait for the batch.
   for (auto it = running_.begin(); it != running_.end(); ++it) {
@@ -344,14 +354,36 @@ void Scheduler::RunIteration() {
       prefills.push_back(it);
       continue;
     }
-    step(it);
+    step(it, ctx);
   }
   // The batch's rows decode on the decoder's workers while this thread prefills (a prefill
-  // touches only its own sequence), then the completions run, which may finish tasks.
-  auto prefill_all = [&] {
-    for (auto it : prefills) step(it);
+  // touches only its own sequence); a worker done with its rows takes the next prefill that may
+  // run off this thread (Task::PrefillsAnywhere), so both cores stay busy while prompts wait.
+  // Then the completions run here, which may finish tasks.
+  std::vector<bool> taken(prefills.size(), false);
+  absl::Mutex taken_mu;
+  const std::thread::id loop_thread = std::this_thread::get_id();
+  auto prefill_work = [&] {
+    const bool on_loop = std::this_thread::get_id() == loop_thread;
+    // A worker's prefills add no decode rows (a prompt chunk never decodes), and must not.
+    StepContext local{*model_, ctx.now, memory_options_, config_.knn_search_observer,
+                      on_loop ? ctx.decode_batch : nullptr};
+    for (;;) {
+      TaskIt next;
+      {
+        absl::MutexLock lock(&taken_mu);
+        size_t i = 0;
+        while (i < prefills.size() && (taken[i] || !(on_loop || (*prefills[i])->PrefillsAnywhere()))) {
+          ++i;
+        }
+        if (i == prefills.size()) return;
+        taken[i] = true;
+        next = prefills[i];
+      }
+      step(next, local);
+    }
   };
-  int rows = prefills.empty() ? batch.Run(decoder_) : batch.RunAlongside(decoder_, prefill_all);
+  int rows = prefills.empty() ? batch.Run(decoder_) : batch.RunAlongside(decoder_, prefill_work);
   if (batch.size() > 0) rows += batch.Run(decoder_);  // rows a prefilling task added, if any
   if (rows > 0 && config_.decode_batch_observer) config_.decode_batch_observer(rows);
   for (auto it : done) {

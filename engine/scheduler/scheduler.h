@@ -1,5 +1,6 @@
 // Scheduler: the engine's loop thread. Owns the model, the SessionStore and every admitted
-// request; nothing else touches them, so nothing inside locks (DESIGN.md §1).
+// request; only it (and the decode workers it lends work to within an iteration) touches them,
+// so they need no locks (DESIGN.md §1).
 //
 // Each loop iteration: pop the inbox (RequestQueue), run session operations at once, admit
 // Generate/Score requests (one-shot, or behind their session: requests on one session run one
@@ -8,8 +9,13 @@
 // release their session to the next request waiting for it. Expired sessions are swept
 // periodically and gauges (Stats) are published after each iteration.
 //
-// Thread-safety: the public methods may be called from any thread; callbacks and stream
-// Push/Close run on the loop thread. The destructor stops the loop and delivers UNAVAILABLE to
+// Model work runs on the loop thread and the decode workers it lends work to: a batched step's
+// shards, and a Generate's prompt chunks (Task::PrefillsAnywhere) that a worker done with its
+// rows takes from the iteration's prefills. A task is touched by one thread at a time.
+//
+// Thread-safety: the public methods may be called from any thread; callbacks and stream Push
+// run on the loop thread, stream Close on the loop thread or, for a request that ends during a
+// prompt chunk (cancelled, failed), on the worker that ran it (GenerateStream is thread-safe). The destructor stops the loop and delivers UNAVAILABLE to
 // everything outstanding (streams end with reason kCancelled).
 #ifndef MNEMO_ENGINE_SCHEDULER_SCHEDULER_H_
 #define MNEMO_ENGINE_SCHEDULER_SCHEDULER_H_

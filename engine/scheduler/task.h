@@ -7,8 +7,9 @@
 // the iteration's DecodeBatch instead of run at once (continuous batching): the task then
 // finishes from the batch's completion, which the scheduler runs before it releases the
 // task's session. It borrows the Session it runs on (the SessionStore keeps busy sessions
-// alive) or owns a fresh SequenceState for one-shot requests. Only the scheduler's loop thread
-// touches tasks.
+// alive) or owns a fresh SequenceState for one-shot requests. One thread at a time touches a
+// task: the scheduler's loop thread, or a decode worker it lends a prefill to
+// (PrefillsAnywhere).
 #ifndef MNEMO_ENGINE_SCHEDULER_TASK_H_
 #define MNEMO_ENGINE_SCHEDULER_TASK_H_
 
@@ -50,6 +51,12 @@ class Task {
   // True when the next unit is a prefill (a prompt or text chunk, at most seg_len tokens)
   // rather than one decode token; the scheduler bounds prefill work per iteration.
   virtual bool WantsPrefill() const { return true; }
+  // True when the next unit, a prefill, may run on a decode worker thread instead of the loop
+  // thread (at the same time as other tasks' units): it touches only the task's own sequence
+  // and delivers only through a thread-safe channel. A Generate's prompt chunks do (their only
+  // output is the request's stream); Score and datastore chunks call callbacks that the engine
+  // runs on its loop thread.
+  virtual bool PrefillsAnywhere() const { return false; }
   // True when the client gave up (a cancelled stream): the scheduler finishes the task
   // (through Step) even before it starts running.
   virtual bool cancelled() const { return false; }

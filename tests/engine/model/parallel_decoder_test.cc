@@ -5,8 +5,13 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <memory>
+#include <mutex>
+#include <set>
+#include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "engine/model/batch_decoder.h"
@@ -124,48 +129,97 @@ TEST_F(ParallelDecoderTest, BadRowInALaterShardChangesNoMemory) {
   }
 }
 
-// StepAlongside: the rows decode on the workers while the caller runs its own work (the
-// engine's prefills): the same results as one step, and the work runs exactly once whether the
-// step succeeds, is rejected, or there is no worker. Here the work is a prefill of another
-// memory, as in the engine, checked against the same prefill done alone.
-TEST_F(ParallelDecoderTest, StepAlongsideGivesWhatOneStepGivesAndRunsTheWorkOnce) {
+// StepAlongside: the rows decode on the workers while the caller runs the work (the engine's
+// prefills), and each worker runs it too once its rows are done: the same results as one step,
+// the work called once on every thread (also when the step is rejected or there is no worker),
+// and a queue of jobs the threads share done exactly once each. Here the jobs are prefills of
+// other memories, as in the engine, checked against the same prefills done alone.
+TEST_F(ParallelDecoderTest, StepAlongsideGivesWhatOneStepGivesAndSharesTheWork) {
   Prime(9);
   BatchDecoder one(*model_);
-  const std::vector<int> prompt = RandomBytes(20, 7);
-  memory::SessionMemory alone = model_->NewMemory();
-  auto alone_out = model_->Forward(prompt, alone);
-  ASSERT_TRUE(alone_out.ok());
+  constexpr int kJobs = 3;
+  std::vector<std::vector<int>> prompts;
+  std::vector<torch::Tensor> alone_out;
+  for (int j = 0; j < kJobs; ++j) {
+    prompts.push_back(RandomBytes(12 + 4 * j, 30 + j));
+    memory::SessionMemory alone = model_->NewMemory();
+    alone_out.push_back(model_->Forward(prompts[j], alone).value());
+  }
   for (int threads : {1, 2, 3}) {
     ParallelDecoderOptions options;
     options.threads = threads;
     options.min_shard_rows = 2;
     ParallelDecoder parallel(*model_, options);
     for (int step = 0; step < 3; ++step) {
-      memory::SessionMemory side = model_->NewMemory();
-      int calls = 0;
-      torch::Tensor side_out;
+      std::vector<memory::SessionMemory> side;
+      for (int j = 0; j < kJobs; ++j) side.push_back(model_->NewMemory());
+      std::vector<torch::Tensor> side_out(kJobs);
+      std::vector<int> runs(kJobs, 0);
+      std::mutex mu;
+      std::set<std::thread::id> callers;
+      int calls = 0, next = 0;
       auto expected = one.Step(Rows(reference_, step));
       auto got = parallel.StepAlongside(Rows(parallel_, step), [&] {
-        ++calls;
-        side_out = model_->Forward(prompt, side).value();
+        {
+          std::lock_guard<std::mutex> lock(mu);
+          ++calls;
+          callers.insert(std::this_thread::get_id());
+        }
+        for (;;) {
+          int j;
+          {
+            std::lock_guard<std::mutex> lock(mu);
+            if (next == kJobs) return;
+            j = next++;
+          }
+          ++runs[j];
+          side_out[j] = model_->Forward(prompts[j], side[j]).value();
+        }
       });
       ASSERT_TRUE(expected.ok()) << expected.status();
       ASSERT_TRUE(got.ok()) << got.status();
-      EXPECT_EQ(calls, 1) << threads << " threads";
+      EXPECT_EQ(calls, threads);
+      EXPECT_EQ(callers.size(), static_cast<size_t>(threads));
       EXPECT_LT(MaxDiff(got->logprobs, expected->logprobs), 1e-4) << threads << " threads";
       EXPECT_EQ(got->exit_layers, expected->exit_layers);
-      EXPECT_LT(MaxDiff(side_out, *alone_out), 1e-5) << threads << " threads";
+      for (int j = 0; j < kJobs; ++j) {
+        EXPECT_EQ(runs[j], 1) << "job " << j;
+        EXPECT_LT(MaxDiff(side_out[j], alone_out[j]), 1e-5) << threads << " threads, job " << j;
+      }
     }
-    // A rejected step still runs the work once and changes no row's memory.
+    // A rejected step still runs the work on every thread and changes no row's memory.
     std::vector<DecodeRow> rows = Rows(parallel_, 0);
     rows[5].token = 100000;
     const int64_t before = parallel_[0].next_position();
-    int calls = 0;
+    std::atomic<int> calls{0};
     auto out = parallel.StepAlongside(rows, [&] { ++calls; });
     EXPECT_EQ(out.status().code(), absl::StatusCode::kInvalidArgument) << out.status();
-    EXPECT_EQ(calls, 1);
+    EXPECT_EQ(calls.load(), threads);
     EXPECT_EQ(parallel_[0].next_position(), before);
+    // Without rows: every thread runs it, and returns only when all have.
+    std::atomic<int> started{0}, finished{0};
+    parallel.RunOnAll([&] {
+      ++started;
+      while (started.load() < threads) std::this_thread::yield();  // all threads at once
+      ++finished;
+    });
+    EXPECT_EQ(finished.load(), threads);
   }
+}
+
+// An exception from the work on a worker reaches the caller, after every thread is done.
+TEST_F(ParallelDecoderTest, WorkThrowingOnAWorkerIsRethrownToTheCaller) {
+  ParallelDecoderOptions options;
+  options.threads = 2;
+  ParallelDecoder parallel(*model_, options);
+  const std::thread::id caller = std::this_thread::get_id();
+  EXPECT_THROW(parallel.RunOnAll([&] {
+    if (std::this_thread::get_id() != caller) throw std::runtime_error("worker failed");
+  }),
+               std::runtime_error);
+  int calls = 0;
+  parallel.RunOnAll([&] { if (std::this_thread::get_id() == caller) ++calls; });  // still usable
+  EXPECT_EQ(calls, 1);
 }
 
 }  // namespace
