@@ -3,6 +3,8 @@
 #include <c10/util/Exception.h>
 
 #include <algorithm>
+#include <utility>
+#include <vector>
 
 namespace mnemo::memory {
 namespace {
@@ -11,15 +13,28 @@ namespace {
 // pass over the compression weights in decode, where one group falls due every rate tokens.
 constexpr int64_t kGroupsAhead = 16;
 
-torch::Tensor ToTensor(std::vector<int64_t>& values, std::vector<int64_t> sizes,
+// `values` as a tensor of `type` on `device`. On the CPU the tensor takes over the vector's
+// buffer: no copy and no op, which matters because a decode step plans every row (a handful
+// of small tensors each). Elsewhere it is copied to the device.
+template <typename T>
+torch::Tensor ToTensor(std::vector<T> values, std::vector<int64_t> sizes, torch::ScalarType type,
                        torch::Device device) {
-  return torch::from_blob(values.data(), sizes, torch::kInt64).to(device, /*non_blocking=*/false,
-                                                                    /*copy=*/true);
+  if (values.empty()) return torch::empty(sizes, torch::TensorOptions().dtype(type).device(device));
+  auto* owned = new std::vector<T>(std::move(values));
+  torch::Tensor host = torch::from_blob(
+      owned->data(), sizes, [owned](void*) { delete owned; }, torch::TensorOptions().dtype(type));
+  return device.is_cpu() ? host : host.to(device);
 }
 
-torch::Tensor ToMask(std::vector<uint8_t>& values, std::vector<int64_t> sizes,
+torch::Tensor ToTensor(std::vector<int64_t> values, std::vector<int64_t> sizes,
+                       torch::Device device) {
+  return ToTensor(std::move(values), std::move(sizes), torch::kInt64, device);
+}
+
+torch::Tensor ToMask(std::vector<uint8_t> values, std::vector<int64_t> sizes,
                      torch::Device device) {
-  return torch::from_blob(values.data(), sizes, torch::kBool).to(device, false, true);
+  static_assert(sizeof(bool) == sizeof(uint8_t));
+  return ToTensor(std::move(values), std::move(sizes), torch::kBool, device);
 }
 
 }  // namespace
@@ -141,9 +156,9 @@ SegmentPlan SessionMemory::Plan(int64_t length) const {
       }
     }
   }
-  plan.raw_write_slots = ToTensor(write_slots, {length}, device_);
-  plan.raw_mask = ToMask(raw_mask, {rows, 1, length, raw_cap}, device_);
-  plan.raw_distance = ToTensor(raw_distance, {length, raw_cap}, device_);
+  plan.raw_write_slots = ToTensor(std::move(write_slots), {length}, device_);
+  plan.raw_mask = ToMask(std::move(raw_mask), {rows, 1, length, raw_cap}, device_);
+  plan.raw_distance = ToTensor(std::move(raw_distance), {length, raw_cap}, device_);
 
   plan.cmp_groups_after = cmp_groups_;
   if (shape_.cmem_len > 0) {
@@ -167,9 +182,9 @@ SegmentPlan SessionMemory::Plan(int64_t length) const {
       cmp_slots.push_back(g % cmp_cap);
       plan.cmp_groups_after[g % cmp_cap] = g;
     }
-    plan.group_source_slots =
-        ToTensor(source_slots, {static_cast<int64_t>(source_slots.size())}, device_);
-    plan.cmp_write_slots = ToTensor(cmp_slots, {plan.new_groups}, device_);
+    const int64_t sources = static_cast<int64_t>(source_slots.size());
+    plan.group_source_slots = ToTensor(std::move(source_slots), {sources}, device_);
+    plan.cmp_write_slots = ToTensor(std::move(cmp_slots), {plan.new_groups}, device_);
 
     std::vector<uint8_t> cmp_mask(rows * length * cmp_cap);
     std::vector<int64_t> cmp_distance(length * cmp_cap);
@@ -190,8 +205,8 @@ SegmentPlan SessionMemory::Plan(int64_t length) const {
         }
       }
     }
-    plan.cmp_mask = ToMask(cmp_mask, {rows, 1, length, cmp_cap}, device_);
-    plan.cmp_distance = ToTensor(cmp_distance, {length, cmp_cap}, device_);
+    plan.cmp_mask = ToMask(std::move(cmp_mask), {rows, 1, length, cmp_cap}, device_);
+    plan.cmp_distance = ToTensor(std::move(cmp_distance), {length, cmp_cap}, device_);
   }
 
   const int64_t knn_cap = shape_.knn_capacity();
@@ -204,13 +219,18 @@ SegmentPlan SessionMemory::Plan(int64_t length) const {
     torch::Tensor held = last - (last - knn_slots_).remainder(knn_cap);  // [cap]
     torch::Tensor t = torch::arange(s0, s0 + length, knn_slots_.options()).view({1, 1, length, 1});
     std::vector<int64_t> starts(row_starts_.begin(), row_starts_.begin() + rows);
-    torch::Tensor row_start = ToTensor(starts, {rows, 1, 1, 1}, device_);
+    torch::Tensor row_start = ToTensor(std::move(starts), {rows, 1, 1, 1}, device_);
     torch::Tensor lower = torch::max(t - mem_len - shape_.knn_len, row_start);
     plan.knn_mask = held.ge(0) & held.ge(lower) & held.lt(t - mem_len);  // [R, 1, S, cap]
   } else if (knn_cap > 0) {
     // The store searches by position: query t may retrieve [t - mem_len - knn_len, t - mem_len).
-    plan.knn_hi = torch::arange(s0 - mem_len, s0 - mem_len + length, torch::kInt64);
-    plan.knn_lo = plan.knn_hi - shape_.knn_len;
+    std::vector<int64_t> hi(length), lo(length);
+    for (int64_t i = 0; i < length; ++i) {
+      hi[i] = s0 - mem_len + i;
+      lo[i] = hi[i] - shape_.knn_len;
+    }
+    plan.knn_hi = ToTensor(std::move(hi), {length}, torch::kCPU);
+    plan.knn_lo = ToTensor(std::move(lo), {length}, torch::kCPU);
   }
   return plan;
 }
