@@ -28,7 +28,7 @@ inline __attribute__((always_inline)) void Store(float* p, V16 v) {
   std::memcpy(p, &v, sizeof(v));
 }
 
-// Rows [0, R) of x (R <= 4, row stride ldx) times the 32 columns of wt that start at w (row
+// Rows [0, R) of x (R <= 8, row stride ldx) times the 32 columns of wt that start at w (row
 // stride ldw), plus bias (32 values, or nullptr), into the 32 columns at y (row stride ldy).
 template <int R>
 inline __attribute__((always_inline)) void Tile(const float* x, int64_t ldx, int64_t k_size,
@@ -57,58 +57,52 @@ inline __attribute__((always_inline)) void Tile(const float* x, int64_t ldx, int
   }
 }
 
+// Tile<rows> for 1 <= rows <= R.
+template <int R>
+inline __attribute__((always_inline)) void TileUpTo(int64_t rows, const float* x, int64_t ldx,
+                                                    int64_t k_size, const float* w, int64_t ldw,
+                                                    const float* bias, float* y, int64_t ldy) {
+  if constexpr (R == 1) {
+    Tile<1>(x, ldx, k_size, w, ldw, bias, y, ldy);
+  } else if (rows == R) {
+    Tile<R>(x, ldx, k_size, w, ldw, bias, y, ldy);
+  } else {
+    TileUpTo<R - 1>(rows, x, ldx, k_size, w, ldw, bias, y, ldy);
+  }
+}
+
 // Rows [m_begin, m_size) of x (m_begin a multiple of 4) times columns [n_begin, n_end) of wt
-// [K, ldw] (both multiples of 32), into y [m_size, n_end - n_begin].
-__attribute__((target_clones("avx512f", "avx2", "default"))) void Multiply(
+// [K, ldw] (both multiples of 32), into y [m_size, n_end - n_begin], in blocks of kRows rows.
+// Column strips outside, rows inside: each strip of the weight ([K, 32], 32-128 KB) is read from
+// memory once and then from L1/L2 by the other row blocks, so a call streams the weight once
+// however many rows it has.
+template <int kRows>
+inline __attribute__((always_inline)) void MultiplyBlocks(
     const float* x, int64_t ldx, int64_t m_begin, int64_t m_size, int64_t k_size,
     const float* wt, int64_t ldw, int64_t n_begin, int64_t n_end, const float* bias, float* y) {
   const int64_t ldy = n_end - n_begin;
-  // Column strips outside, rows inside: each strip of the weight ([K, 32], 32-128 KB) is read
-  // from memory once and then from L1/L2 by the other row blocks, so a call streams the
-  // weight once however many rows it has.
   for (int64_t n0 = n_begin; n0 < n_end; n0 += PackedLinear::kColumns) {
-    const float* w = wt + n0;
     const float* b = bias != nullptr ? bias + n0 : nullptr;
-    for (int64_t m = m_begin; m < m_size; m += 4) {
-      const int64_t rows = std::min<int64_t>(4, m_size - m);
-      const float* xm = x + m * ldx;
-      float* ym = y + m * ldy - n_begin;
-      switch (rows) {
-        case 4: Tile<4>(xm, ldx, k_size, w, ldw, b, ym + n0, ldy); break;
-        case 3: Tile<3>(xm, ldx, k_size, w, ldw, b, ym + n0, ldy); break;
-        case 2: Tile<2>(xm, ldx, k_size, w, ldw, b, ym + n0, ldy); break;
-        default: Tile<1>(xm, ldx, k_size, w, ldw, b, ym + n0, ldy); break;
-      }
+    for (int64_t m = m_begin; m < m_size; m += kRows) {
+      TileUpTo<kRows>(std::min<int64_t>(kRows, m_size - m), x + m * ldx, ldx, k_size, wt + n0, ldw,
+                      b, y + m * ldy + (n0 - n_begin), ldy);
     }
   }
 }
 
-// Multiply with blocks of 8 rows where AVX-512 has the registers for them (16 accumulators
-// and 2 weight vectors of its 32): half the weight loads per multiply-add of 4-row blocks.
+// 4-row blocks: their 8 accumulators and 2 weight vectors fit AVX2's 16 registers.
+__attribute__((target_clones("avx2", "default"))) void Multiply(
+    const float* x, int64_t ldx, int64_t m_begin, int64_t m_size, int64_t k_size,
+    const float* wt, int64_t ldw, int64_t n_begin, int64_t n_end, const float* bias, float* y) {
+  MultiplyBlocks<4>(x, ldx, m_begin, m_size, k_size, wt, ldw, n_begin, n_end, bias, y);
+}
+
+// 8-row blocks where AVX-512 has the registers (16 accumulators and 2 weight vectors of its 32):
+// half the weight loads per multiply-add.
 __attribute__((target("avx512f"))) void MultiplyAvx512(
     const float* x, int64_t ldx, int64_t m_begin, int64_t m_size, int64_t k_size,
     const float* wt, int64_t ldw, int64_t n_begin, int64_t n_end, const float* bias, float* y) {
-  const int64_t ldy = n_end - n_begin;
-  for (int64_t n0 = n_begin; n0 < n_end; n0 += PackedLinear::kColumns) {
-    const float* w = wt + n0;
-    const float* b = bias != nullptr ? bias + n0 : nullptr;
-    for (int64_t m = m_begin; m < m_size;) {
-      const int64_t rows = std::min<int64_t>(8, m_size - m);
-      const float* xm = x + m * ldx;
-      float* ym = y + m * ldy - n_begin + n0;
-      switch (rows) {
-        case 8: Tile<8>(xm, ldx, k_size, w, ldw, b, ym, ldy); break;
-        case 7: Tile<7>(xm, ldx, k_size, w, ldw, b, ym, ldy); break;
-        case 6: Tile<6>(xm, ldx, k_size, w, ldw, b, ym, ldy); break;
-        case 5: Tile<5>(xm, ldx, k_size, w, ldw, b, ym, ldy); break;
-        case 4: Tile<4>(xm, ldx, k_size, w, ldw, b, ym, ldy); break;
-        case 3: Tile<3>(xm, ldx, k_size, w, ldw, b, ym, ldy); break;
-        case 2: Tile<2>(xm, ldx, k_size, w, ldw, b, ym, ldy); break;
-        default: Tile<1>(xm, ldx, k_size, w, ldw, b, ym, ldy); break;
-      }
-      m += rows;
-    }
-  }
+  MultiplyBlocks<8>(x, ldx, m_begin, m_size, k_size, wt, ldw, n_begin, n_end, bias, y);
 }
 
 const bool kHasAvx512 = __builtin_cpu_supports("avx512f");
