@@ -5,69 +5,82 @@
 #include <c10/core/InferenceMode.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <vector>
 
-// The vector type never crosses a call boundary (everything below is inlined into Multiply), so
-// GCC's note that its calling convention depends on -mavx512f does not apply.
+#include "engine/model/small_matmul_testing.h"
+
+// The vector types never cross a call boundary (everything below is inlined into the kernels),
+// so GCC's note that their calling convention depends on -mavx512f does not apply.
 #pragma GCC diagnostic ignored "-Wpsabi"
 
 namespace mnemo::model {
 namespace {
 
-// Sixteen floats; the compiler maps it to one AVX-512 register, two AVX2 ones, or four SSE.
+// Vectors of 16, 8 and 4 floats: one AVX-512, AVX or SSE register each. Each kernel uses the
+// width of its registers (GCC splits a wider generic vector through the stack).
 typedef float V16 __attribute__((vector_size(64)));
+typedef float V8 __attribute__((vector_size(32)));
+typedef float V4 __attribute__((vector_size(16)));
 
-inline __attribute__((always_inline)) V16 Load(const float* p) {
-  V16 v;
+template <typename V>
+inline __attribute__((always_inline)) V Load(const float* p) {
+  V v;
   std::memcpy(&v, p, sizeof(v));
   return v;
 }
 
-inline __attribute__((always_inline)) void Store(float* p, V16 v) {
+template <typename V>
+inline __attribute__((always_inline)) void Store(float* p, V v) {
   std::memcpy(p, &v, sizeof(v));
 }
 
-// Rows [0, R) of x (R <= 8, row stride ldx) times the 32 columns of wt that start at w (row
-// stride ldw), plus bias (32 values, or nullptr), into the 32 columns at y (row stride ldy).
-template <int R>
+// Rows [0, R) of x (row stride ldx) times the 32 columns of wt that start at w (row stride
+// ldw), plus bias (32 values, or nullptr), into the 32 columns at y (row stride ldy), with the
+// R x 32 outputs in vectors V.
+template <typename V, int R>
 inline __attribute__((always_inline)) void Tile(const float* x, int64_t ldx, int64_t k_size,
                                                 const float* w, int64_t ldw, const float* bias,
                                                 float* y, int64_t ldy) {
-  V16 acc[R][2];
-  const V16 zero = {};
+  constexpr int kLanes = sizeof(V) / sizeof(float);
+  constexpr int kVectors = PackedLinear::kColumns / kLanes;
+  V acc[R][kVectors];
+  const V zero = {};
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
-    acc[r][0] = bias != nullptr ? Load(bias) : zero;
-    acc[r][1] = bias != nullptr ? Load(bias + 16) : zero;
+#pragma GCC unroll 8
+    for (int j = 0; j < kVectors; ++j) acc[r][j] = bias != nullptr ? Load<V>(bias + j * kLanes) : zero;
   }
   for (int64_t k = 0; k < k_size; ++k, w += ldw) {
-    const V16 w0 = Load(w), w1 = Load(w + 16);
+    V wk[kVectors];
+#pragma GCC unroll 8
+    for (int j = 0; j < kVectors; ++j) wk[j] = Load<V>(w + j * kLanes);
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
       const float xv = x[r * ldx + k];
-      acc[r][0] += xv * w0;
-      acc[r][1] += xv * w1;
+#pragma GCC unroll 8
+      for (int j = 0; j < kVectors; ++j) acc[r][j] += xv * wk[j];
     }
   }
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
-    Store(y + r * ldy, acc[r][0]);
-    Store(y + r * ldy + 16, acc[r][1]);
+#pragma GCC unroll 8
+    for (int j = 0; j < kVectors; ++j) Store<V>(y + r * ldy + j * kLanes, acc[r][j]);
   }
 }
 
-// Tile<rows> for 1 <= rows <= R.
-template <int R>
+// Tile<V, rows> for 1 <= rows <= R.
+template <typename V, int R>
 inline __attribute__((always_inline)) void TileUpTo(int64_t rows, const float* x, int64_t ldx,
                                                     int64_t k_size, const float* w, int64_t ldw,
                                                     const float* bias, float* y, int64_t ldy) {
   if constexpr (R == 1) {
-    Tile<1>(x, ldx, k_size, w, ldw, bias, y, ldy);
+    Tile<V, 1>(x, ldx, k_size, w, ldw, bias, y, ldy);
   } else if (rows == R) {
-    Tile<R>(x, ldx, k_size, w, ldw, bias, y, ldy);
+    Tile<V, R>(x, ldx, k_size, w, ldw, bias, y, ldy);
   } else {
-    TileUpTo<R - 1>(rows, x, ldx, k_size, w, ldw, bias, y, ldy);
+    TileUpTo<V, R - 1>(rows, x, ldx, k_size, w, ldw, bias, y, ldy);
   }
 }
 
@@ -76,7 +89,7 @@ inline __attribute__((always_inline)) void TileUpTo(int64_t rows, const float* x
 // Column strips outside, rows inside: each strip of the weight ([K, 32], 32-128 KB) is read from
 // memory once and then from L1/L2 by the other row blocks, so a call streams the weight once
 // however many rows it has.
-template <int kRows>
+template <typename V, int kRows>
 inline __attribute__((always_inline)) void MultiplyBlocks(
     const float* x, int64_t ldx, int64_t m_begin, int64_t m_size, int64_t k_size,
     const float* wt, int64_t ldw, int64_t n_begin, int64_t n_end, const float* bias, float* y) {
@@ -84,30 +97,69 @@ inline __attribute__((always_inline)) void MultiplyBlocks(
   for (int64_t n0 = n_begin; n0 < n_end; n0 += PackedLinear::kColumns) {
     const float* b = bias != nullptr ? bias + n0 : nullptr;
     for (int64_t m = m_begin; m < m_size; m += kRows) {
-      TileUpTo<kRows>(std::min<int64_t>(kRows, m_size - m), x + m * ldx, ldx, k_size, wt + n0, ldw,
-                      b, y + m * ldy + (n0 - n_begin), ldy);
+      TileUpTo<V, kRows>(std::min<int64_t>(kRows, m_size - m), x + m * ldx, ldx, k_size, wt + n0,
+                         ldw, b, y + m * ldy + (n0 - n_begin), ldy);
     }
   }
 }
 
-// 4-row blocks: their 8 accumulators and 2 weight vectors fit AVX2's 16 registers.
-__attribute__((target_clones("avx2", "default"))) void Multiply(
-    const float* x, int64_t ldx, int64_t m_begin, int64_t m_size, int64_t k_size,
-    const float* wt, int64_t ldw, int64_t n_begin, int64_t n_end, const float* bias, float* y) {
-  MultiplyBlocks<4>(x, ldx, m_begin, m_size, k_size, wt, ldw, n_begin, n_end, bias, y);
-}
-
-// 8-row blocks where AVX-512 has the registers (16 accumulators and 2 weight vectors of its 32):
-// half the weight loads per multiply-add.
+// Three kernels, each with the most rows per block its registers hold (a 32-column tile needs
+// R x 32 / lanes accumulators, 32 / lanes weight vectors and a broadcast): 8 rows of V16 with
+// AVX-512 (16 + 2 + 1 of 32 registers), 3 rows of V8 with AVX2 + FMA (12 + 4 of 16; measured
+// faster than 2 rows), 1 row of V4 with SSE. More rows would spill accumulators to the stack on
+// every multiply-add.
 __attribute__((target("avx512f"))) void MultiplyAvx512(
     const float* x, int64_t ldx, int64_t m_begin, int64_t m_size, int64_t k_size,
     const float* wt, int64_t ldw, int64_t n_begin, int64_t n_end, const float* bias, float* y) {
-  MultiplyBlocks<8>(x, ldx, m_begin, m_size, k_size, wt, ldw, n_begin, n_end, bias, y);
+  MultiplyBlocks<V16, 8>(x, ldx, m_begin, m_size, k_size, wt, ldw, n_begin, n_end, bias, y);
 }
 
-const bool kHasAvx512 = __builtin_cpu_supports("avx512f");
+__attribute__((target("avx2,fma"))) void MultiplyAvx2(
+    const float* x, int64_t ldx, int64_t m_begin, int64_t m_size, int64_t k_size,
+    const float* wt, int64_t ldw, int64_t n_begin, int64_t n_end, const float* bias, float* y) {
+  MultiplyBlocks<V8, 3>(x, ldx, m_begin, m_size, k_size, wt, ldw, n_begin, n_end, bias, y);
+}
+
+void MultiplyGeneric(const float* x, int64_t ldx, int64_t m_begin, int64_t m_size,
+                     int64_t k_size, const float* wt, int64_t ldw, int64_t n_begin, int64_t n_end,
+                     const float* bias, float* y) {
+  MultiplyBlocks<V4, 1>(x, ldx, m_begin, m_size, k_size, wt, ldw, n_begin, n_end, bias, y);
+}
+
+using MultiplyFn = void (*)(const float*, int64_t, int64_t, int64_t, int64_t, const float*,
+                            int64_t, int64_t, int64_t, const float*, float*);
+
+PackedKernel BestKernel() {
+  if (__builtin_cpu_supports("avx512f")) return PackedKernel::kAvx512;
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return PackedKernel::kAvx2;
+  return PackedKernel::kGeneric;
+}
+
+const PackedKernel kBestKernel = BestKernel();
+std::atomic<PackedKernel> kernel_in_use{kBestKernel};  // SetPackedKernelForTesting
+
+MultiplyFn KernelFunction(PackedKernel kernel) {
+  switch (kernel) {
+    case PackedKernel::kAvx512: return MultiplyAvx512;
+    case PackedKernel::kAvx2: return MultiplyAvx2;
+    default: return MultiplyGeneric;
+  }
+}
 
 }  // namespace
+
+std::vector<PackedKernel> AvailablePackedKernels() {
+  std::vector<PackedKernel> kernels{PackedKernel::kGeneric};
+  if (kBestKernel != PackedKernel::kGeneric) kernels.push_back(PackedKernel::kAvx2);
+  if (kBestKernel == PackedKernel::kAvx512) kernels.push_back(PackedKernel::kAvx512);
+  return kernels;
+}
+
+PackedKernel SetPackedKernelForTesting(PackedKernel kernel) {
+  return kernel_in_use.exchange(kernel);
+}
+
+PackedKernel PackedKernelInUse() { return kernel_in_use.load(std::memory_order_relaxed); }
 
 PackedLinear::PackedLinear(const torch::Tensor& weight, const torch::Tensor& bias) {
   if (!weight.defined() || weight.dim() < 2 || !weight.device().is_cpu() ||
@@ -167,10 +219,10 @@ torch::Tensor PackedLinear::Apply(const torch::Tensor& x, int64_t first, int64_t
   // so decode-sized products stay on the calling thread.
   const int64_t blocks = (m + 3) / 4;
   const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 22) / std::max<int64_t>(8 * k * n, 1));
+  const MultiplyFn multiply = KernelFunction(PackedKernelInUse());
   at::parallel_for(0, blocks, grain, [&](int64_t begin, int64_t end) {
-    (kHasAvx512 ? MultiplyAvx512 : Multiply)(xp, ldx, begin * 4, std::min(end * 4, m), k,
-                                             wt_.data_ptr<float>(), wt_.size(1), first,
-                                             first + n, bias, yp);
+    multiply(xp, ldx, begin * 4, std::min(end * 4, m), k, wt_.data_ptr<float>(), wt_.size(1),
+             first, first + n, bias, yp);
   });
   std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end());
   shape.back() = count;

@@ -7,13 +7,27 @@
 #include <gtest/gtest.h>
 #include <torch/types.h>
 
+#include <string>
 #include <utility>
 #include <vector>
+
+#include "engine/model/small_matmul_testing.h"
 
 namespace mnemo::model {
 namespace {
 
-TEST(PackedLinearTest, MatchesTorchLinear) {
+// Every test runs on the kernel this CPU picks; these two also on each other kernel it can run
+// (the ones CPUs without AVX-512, or without AVX2, run), so all are checked on one machine.
+class PackedKernelTest : public ::testing::TestWithParam<PackedKernel> {
+ protected:
+  void SetUp() override { saved_ = SetPackedKernelForTesting(GetParam()); }
+  void TearDown() override { SetPackedKernelForTesting(saved_); }
+
+ private:
+  PackedKernel saved_ = PackedKernel::kGeneric;
+};
+
+TEST_P(PackedKernelTest, MatchesTorchLinear) {
   at::manual_seed(3);
   for (int64_t k : {7, 256, 1024}) {
     for (int64_t n : {32, 96, 259, 768}) {
@@ -32,7 +46,7 @@ TEST(PackedLinearTest, MatchesTorchLinear) {
   }
 }
 
-TEST(PackedLinearTest, ComputesARangeOfOutputs) {
+TEST_P(PackedKernelTest, ComputesARangeOfOutputs) {
   at::manual_seed(5);
   torch::Tensor w = torch::randn({259, 40}) / 6.0;
   torch::Tensor b = torch::randn({259});
@@ -54,6 +68,26 @@ TEST(PackedLinearTest, ComputesARangeOfOutputs) {
   }
   EXPECT_THROW(packed.Apply(torch::randn({2, 40}), 16, 32), c10::Error);   // not a tile start
   EXPECT_THROW(packed.Apply(torch::randn({2, 40}), 256, 32), c10::Error);  // past the outputs
+}
+
+INSTANTIATE_TEST_SUITE_P(Kernels, PackedKernelTest,
+                         ::testing::ValuesIn(AvailablePackedKernels()),
+                         [](const ::testing::TestParamInfo<PackedKernel>& info) {
+                           switch (info.param) {
+                             case PackedKernel::kAvx512: return std::string("Avx512");
+                             case PackedKernel::kAvx2: return std::string("Avx2");
+                             default: return std::string("Generic");
+                           }
+                         });
+
+TEST(PackedLinearTest, DefaultsToTheFastestKernelAndSwitchesBack) {
+  const std::vector<PackedKernel> kernels = AvailablePackedKernels();
+  ASSERT_FALSE(kernels.empty());
+  EXPECT_EQ(PackedKernelInUse(), kernels.back());
+  const PackedKernel saved = SetPackedKernelForTesting(PackedKernel::kGeneric);
+  EXPECT_EQ(PackedKernelInUse(), PackedKernel::kGeneric);
+  EXPECT_EQ(SetPackedKernelForTesting(saved), PackedKernel::kGeneric);
+  EXPECT_EQ(PackedKernelInUse(), kernels.back());
 }
 
 TEST(PackedLinearTest, TakesRowsOfAWiderTensor) {
