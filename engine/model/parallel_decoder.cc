@@ -191,28 +191,26 @@ absl::StatusOr<DecodeBatchResult> ParallelDecoder::StepAlongside(
       static_cast<int64_t>(rows.size()) / options_.min_shard_rows, 1, workers));
   std::vector<absl::Span<const DecodeRow>> parts = Split(rows, shards);
   parts.resize(workers);  // workers without a shard start on the work at once
-  Post(parts, /*first_worker=*/1, &work);
-  try {
-    work();
-  } catch (...) {
-    Wait(1, workers);  // the workers hold the caller's rows
-    throw;
-  }
-  std::vector<absl::StatusOr<DecodeBatchResult>> results = Wait(1, workers);
+  std::vector<absl::StatusOr<DecodeBatchResult>> results = RunWithWorkers(parts, work);
   results.resize(shards);
   return Gather(std::move(results));
 }
 
 void ParallelDecoder::RunOnAll(absl::FunctionRef<void()> work) {
-  const int workers = options_.threads - 1;
-  Post(std::vector<absl::Span<const DecodeRow>>(workers), /*first_worker=*/1, &work);
+  RunWithWorkers(std::vector<absl::Span<const DecodeRow>>(options_.threads - 1), work);
+}
+
+std::vector<absl::StatusOr<DecodeBatchResult>> ParallelDecoder::RunWithWorkers(
+    const std::vector<absl::Span<const DecodeRow>>& parts, absl::FunctionRef<void()> work) {
+  const int workers = static_cast<int>(parts.size());
+  Post(parts, /*first_worker=*/1, &work);
   try {
     work();
   } catch (...) {
-    Wait(1, workers);
+    Wait(1, workers);  // the workers hold the caller's rows and `work`
     throw;
   }
-  Wait(1, workers);
+  return Wait(1, workers);
 }
 
 }  // namespace mnemo::model

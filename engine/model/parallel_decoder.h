@@ -85,6 +85,10 @@ class ParallelDecoder {
   void Post(const std::vector<absl::Span<const DecodeRow>>& parts, int first_worker,
             const absl::FunctionRef<void()>* work = nullptr);
   std::vector<absl::StatusOr<DecodeBatchResult>> Wait(int first_worker, int count);
+  // parts[i] and then `work` on worker i + 1, `work` on the caller meanwhile; the workers'
+  // results once all are done (StepAlongside, RunOnAll).
+  std::vector<absl::StatusOr<DecodeBatchResult>> RunWithWorkers(
+      const std::vector<absl::Span<const DecodeRow>>& parts, absl::FunctionRef<void()> work);
   // Runs one shard on the calling thread with LibTorch/OpenMP kept to that thread.
   static absl::StatusOr<DecodeBatchResult> RunShard(BatchDecoder& decoder,
                                                      absl::Span<const DecodeRow> rows);

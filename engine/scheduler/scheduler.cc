@@ -322,7 +322,7 @@ void Scheduler::RunIteration() {
   int64_t prefill_left = config_.max_prefill_tokens;
   bool prefilled = false;
   std::vector<TaskIt> done, deferred, prefills;
-  absl::Mutex done_mu;  // done is shared with the decode workers' prefills
+  absl::Mutex mu;  // guards `done` and `taken` (below): decode workers run prefills too
   // Steps a task once with `step_ctx`; records it in `done` when it finished.
   auto step = [&](TaskIt it, StepContext& step_ctx) {
     Task& task = **it;
@@ -336,7 +336,7 @@ void Scheduler::RunIteration() {
       finished = true;
     }
     if (finished) {
-      absl::MutexLock lock(&done_mu);
+      absl::MutexLock lock(&mu);
       done.push_back(it);
     }
   };
@@ -361,7 +361,6 @@ void Scheduler::RunIteration() {
   // run off this thread (Task::PrefillsAnywhere), so both cores stay busy while prompts wait.
   // Then the completions run here, which may finish tasks.
   std::vector<bool> taken(prefills.size(), false);
-  absl::Mutex taken_mu;
   const std::thread::id loop_thread = std::this_thread::get_id();
   auto prefill_work = [&] {
     const bool on_loop = std::this_thread::get_id() == loop_thread;
@@ -371,7 +370,7 @@ void Scheduler::RunIteration() {
     for (;;) {
       TaskIt next;
       {
-        absl::MutexLock lock(&taken_mu);
+        absl::MutexLock lock(&mu);
         size_t i = 0;
         while (i < prefills.size() && (taken[i] || !(on_loop || (*prefills[i])->PrefillsAnywhere()))) {
           ++i;
