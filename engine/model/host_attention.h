@@ -9,7 +9,9 @@
 //   y[a, h] = sum_j softmax(s)_j v_j
 // which is the LibTorch path's function (it gathers the distance term from qv . tableᵀ over
 // every distance); here the distance term is computed only for the distances the row uses.
-// (row, head) pairs run in parallel on LibTorch's intra-op thread pool.
+// (row, head) pairs run in parallel on LibTorch's intra-op thread pool. One kernel per
+// instruction set (cpu_kernels.h): four slots scored at a time, a slot's values read once. Past
+// a few dozen slots per row the time is that of reading the rings (docs/results/kernels.md).
 //
 // Thread-safety: reads the rings and writes y only; the caller keeps them alive and unchanged.
 #ifndef MNEMO_ENGINE_MODEL_HOST_ATTENTION_H_

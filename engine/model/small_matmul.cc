@@ -5,36 +5,19 @@
 #include <c10/core/InferenceMode.h>
 
 #include <algorithm>
-#include <atomic>
-#include <cstring>
 #include <vector>
 
-#include "engine/model/small_matmul_testing.h"
-
-// The vector types never cross a call boundary (everything below is inlined into the kernels),
-// so GCC's note that their calling convention depends on -mavx512f does not apply.
-#pragma GCC diagnostic ignored "-Wpsabi"
+#include "engine/model/cpu_kernels.h"
+#include "engine/model/simd.h"
 
 namespace mnemo::model {
 namespace {
 
-// Vectors of 16, 8 and 4 floats: one AVX-512, AVX or SSE register each. Each kernel uses the
-// width of its registers (GCC splits a wider generic vector through the stack).
-typedef float V16 __attribute__((vector_size(64)));
-typedef float V8 __attribute__((vector_size(32)));
-typedef float V4 __attribute__((vector_size(16)));
-
-template <typename V>
-inline __attribute__((always_inline)) V Load(const float* p) {
-  V v;
-  std::memcpy(&v, p, sizeof(v));
-  return v;
-}
-
-template <typename V>
-inline __attribute__((always_inline)) void Store(float* p, V v) {
-  std::memcpy(p, &v, sizeof(v));
-}
+using simd::Load;
+using simd::Store;
+using simd::V16;
+using simd::V4;
+using simd::V8;
 
 // Rows [0, R) of x (row stride ldx) times the 32 columns of wt that start at w (row stride
 // ldw), plus bias (32 values, or nullptr), into the 32 columns at y (row stride ldy), with the
@@ -43,7 +26,7 @@ template <typename V, int R>
 inline __attribute__((always_inline)) void Tile(const float* x, int64_t ldx, int64_t k_size,
                                                 const float* w, int64_t ldw, const float* bias,
                                                 float* y, int64_t ldy) {
-  constexpr int kLanes = sizeof(V) / sizeof(float);
+  constexpr int kLanes = simd::kLanes<V>;
   constexpr int kVectors = PackedLinear::kColumns / kLanes;
   V acc[R][kVectors];
   const V zero = {};
@@ -129,37 +112,15 @@ void MultiplyGeneric(const float* x, int64_t ldx, int64_t m_begin, int64_t m_siz
 using MultiplyFn = void (*)(const float*, int64_t, int64_t, int64_t, int64_t, const float*,
                             int64_t, int64_t, int64_t, const float*, float*);
 
-PackedKernel BestKernel() {
-  if (__builtin_cpu_supports("avx512f")) return PackedKernel::kAvx512;
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return PackedKernel::kAvx2;
-  return PackedKernel::kGeneric;
-}
-
-const PackedKernel kBestKernel = BestKernel();
-std::atomic<PackedKernel> kernel_in_use{kBestKernel};  // SetPackedKernelForTesting
-
-MultiplyFn KernelFunction(PackedKernel kernel) {
+MultiplyFn KernelFunction(CpuKernel kernel) {
   switch (kernel) {
-    case PackedKernel::kAvx512: return MultiplyAvx512;
-    case PackedKernel::kAvx2: return MultiplyAvx2;
+    case CpuKernel::kAvx512: return MultiplyAvx512;
+    case CpuKernel::kAvx2: return MultiplyAvx2;
     default: return MultiplyGeneric;
   }
 }
 
 }  // namespace
-
-std::vector<PackedKernel> AvailablePackedKernels() {
-  std::vector<PackedKernel> kernels{PackedKernel::kGeneric};
-  if (kBestKernel != PackedKernel::kGeneric) kernels.push_back(PackedKernel::kAvx2);
-  if (kBestKernel == PackedKernel::kAvx512) kernels.push_back(PackedKernel::kAvx512);
-  return kernels;
-}
-
-PackedKernel SetPackedKernelForTesting(PackedKernel kernel) {
-  return kernel_in_use.exchange(kernel);
-}
-
-PackedKernel PackedKernelInUse() { return kernel_in_use.load(std::memory_order_relaxed); }
 
 PackedLinear::PackedLinear(const torch::Tensor& weight, const torch::Tensor& bias) {
   if (!weight.defined() || weight.dim() < 2 || !weight.device().is_cpu() ||
@@ -219,7 +180,7 @@ torch::Tensor PackedLinear::Apply(const torch::Tensor& x, int64_t first, int64_t
   // so decode-sized products stay on the calling thread.
   const int64_t blocks = (m + 3) / 4;
   const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 22) / std::max<int64_t>(8 * k * n, 1));
-  const MultiplyFn multiply = KernelFunction(PackedKernelInUse());
+  const MultiplyFn multiply = KernelFunction(CpuKernelInUse());
   at::parallel_for(0, blocks, grain, [&](int64_t begin, int64_t end) {
     multiply(xp, ldx, begin * 4, std::min(end * 4, m), k, wt_.data_ptr<float>(), wt_.size(1),
              first, first + n, bias, yp);

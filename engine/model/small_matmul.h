@@ -5,8 +5,8 @@
 // GFLOP/s on the 2-core development machine (it packs the whole matrix for every call), at 1
 // row ~60, at 64 rows ~130. This kernel keeps the weight transposed ([K, N], packed once when
 // the model is loaded) and streams it once per call, 32 columns at a time, with the 8 x 32
-// outputs of a tile in registers (3 x 32 with AVX2, 1 x 32 with SSE only): no packing per call
-// and no horizontal sums.
+// outputs of a tile in registers (3 x 32 with AVX2, 1 x 32 with SSE only; cpu_kernels.h picks
+// the instruction set): no packing per call and no horizontal sums.
 //
 // It is as fast for a prompt's segment (a few hundred rows: ~170 vs ~130 GFLOP/s on one core),
 // so Forward uses it too; blocks of rows spread over LibTorch's intra-op threads when the product

@@ -1,6 +1,7 @@
 // HostAttention (the CPU decode-attention kernel) against the same function written with
 // LibTorch ops: rings read in place through spans (a wrapped raw window is two runs; compressed
-// slots follow), distances looked up in the position table, softmax, weighted values.
+// slots follow), distances looked up in the position table, softmax, weighted values. Every
+// test runs on each kernel this CPU has (cpu_kernels.h).
 #include "engine/model/host_attention.h"
 
 #include <ATen/Parallel.h>
@@ -8,7 +9,10 @@
 #include <ATen/Context.h>
 #include <torch/types.h>
 
+#include <string>
 #include <vector>
+
+#include "engine/model/cpu_kernels.h"
 
 namespace mnemo::model {
 namespace {
@@ -99,16 +103,28 @@ void CheckAgainstReference(int64_t heads, int64_t dh, int64_t raw_capacity, int6
   }
 }
 
-TEST(HostAttentionTest, MatchesLibTorchOnOneSmallRow) {
+class HostAttentionTest : public ::testing::TestWithParam<CpuKernel> {
+ protected:
+  void SetUp() override { saved_ = SetCpuKernelForTesting(GetParam()); }
+  void TearDown() override { SetCpuKernelForTesting(saved_); }
+
+ private:
+  CpuKernel saved_ = CpuKernel::kGeneric;
+};
+
+TEST_P(HostAttentionTest, MatchesLibTorchOnOneSmallRow) {
   CheckAgainstReference(/*heads=*/2, /*dh=*/16, /*raw=*/8, /*cmp=*/4, /*rows=*/1, /*D=*/50);
 }
 
-TEST(HostAttentionTest, MatchesLibTorchWithTailsWrappedRingsAndManyRows) {
-  // d_head 12 exercises the loops' tails; 33 rows and long windows take the parallel path.
+TEST_P(HostAttentionTest, MatchesLibTorchWithTailsWrappedRingsAndManyRows) {
+  // d_head 12 and 20 exercise the vector loops' tails (shorter than a vector, and after one);
+  // 33 rows and long windows take the parallel path; windows of 1 to 96 slots end in every
+  // remainder of a block of slots.
   CheckAgainstReference(/*heads=*/3, /*dh=*/12, /*raw=*/96, /*cmp=*/24, /*rows=*/33, /*D=*/120);
+  CheckAgainstReference(/*heads=*/2, /*dh=*/20, /*raw=*/40, /*cmp=*/7, /*rows=*/9, /*D=*/64);
 }
 
-TEST(HostAttentionTest, SameResultWithOneThreadAndWithTwo) {
+TEST_P(HostAttentionTest, SameResultWithOneThreadAndWithTwo) {
   const int threads = at::get_num_threads();
   at::set_num_threads(1);
   CheckAgainstReference(4, 64, 128, 32, 16, 300);
@@ -116,6 +132,11 @@ TEST(HostAttentionTest, SameResultWithOneThreadAndWithTwo) {
   CheckAgainstReference(4, 64, 128, 32, 16, 300);
   at::set_num_threads(threads);
 }
+
+INSTANTIATE_TEST_SUITE_P(Kernels, HostAttentionTest, ::testing::ValuesIn(AvailableCpuKernels()),
+                         [](const ::testing::TestParamInfo<CpuKernel>& info) {
+                           return CpuKernelName(info.param);
+                         });
 
 }  // namespace
 }  // namespace mnemo::model

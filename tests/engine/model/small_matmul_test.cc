@@ -11,20 +11,20 @@
 #include <utility>
 #include <vector>
 
-#include "engine/model/small_matmul_testing.h"
+#include "engine/model/cpu_kernels.h"
 
 namespace mnemo::model {
 namespace {
 
 // Every test runs on the kernel this CPU picks; these two also on each other kernel it can run
 // (the ones CPUs without AVX-512, or without AVX2, run), so all are checked on one machine.
-class PackedKernelTest : public ::testing::TestWithParam<PackedKernel> {
+class PackedKernelTest : public ::testing::TestWithParam<CpuKernel> {
  protected:
-  void SetUp() override { saved_ = SetPackedKernelForTesting(GetParam()); }
-  void TearDown() override { SetPackedKernelForTesting(saved_); }
+  void SetUp() override { saved_ = SetCpuKernelForTesting(GetParam()); }
+  void TearDown() override { SetCpuKernelForTesting(saved_); }
 
  private:
-  PackedKernel saved_ = PackedKernel::kGeneric;
+  CpuKernel saved_ = CpuKernel::kGeneric;
 };
 
 TEST_P(PackedKernelTest, MatchesTorchLinear) {
@@ -71,23 +71,23 @@ TEST_P(PackedKernelTest, ComputesARangeOfOutputs) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Kernels, PackedKernelTest,
-                         ::testing::ValuesIn(AvailablePackedKernels()),
-                         [](const ::testing::TestParamInfo<PackedKernel>& info) {
+                         ::testing::ValuesIn(AvailableCpuKernels()),
+                         [](const ::testing::TestParamInfo<CpuKernel>& info) {
                            switch (info.param) {
-                             case PackedKernel::kAvx512: return std::string("Avx512");
-                             case PackedKernel::kAvx2: return std::string("Avx2");
+                             case CpuKernel::kAvx512: return std::string("Avx512");
+                             case CpuKernel::kAvx2: return std::string("Avx2");
                              default: return std::string("Generic");
                            }
                          });
 
 TEST(PackedLinearTest, DefaultsToTheFastestKernelAndSwitchesBack) {
-  const std::vector<PackedKernel> kernels = AvailablePackedKernels();
+  const std::vector<CpuKernel> kernels = AvailableCpuKernels();
   ASSERT_FALSE(kernels.empty());
-  EXPECT_EQ(PackedKernelInUse(), kernels.back());
-  const PackedKernel saved = SetPackedKernelForTesting(PackedKernel::kGeneric);
-  EXPECT_EQ(PackedKernelInUse(), PackedKernel::kGeneric);
-  EXPECT_EQ(SetPackedKernelForTesting(saved), PackedKernel::kGeneric);
-  EXPECT_EQ(PackedKernelInUse(), kernels.back());
+  EXPECT_EQ(CpuKernelInUse(), kernels.back());
+  const CpuKernel saved = SetCpuKernelForTesting(CpuKernel::kGeneric);
+  EXPECT_EQ(CpuKernelInUse(), CpuKernel::kGeneric);
+  EXPECT_EQ(SetCpuKernelForTesting(saved), CpuKernel::kGeneric);
+  EXPECT_EQ(CpuKernelInUse(), kernels.back());
 }
 
 TEST(PackedLinearTest, TakesRowsOfAWiderTensor) {

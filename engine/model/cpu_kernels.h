@@ -1,0 +1,31 @@
+// Which instruction set the hand-written CPU kernels use: PackedLinear (small_matmul.h) and
+// HostAttention (host_attention.h) each have one kernel per CpuKernel, and all of them follow
+// the one choice made here. By default the fastest this CPU has, found once; tests switch to
+// each of the others so that every kernel is checked on one machine.
+#ifndef MNEMO_ENGINE_MODEL_CPU_KERNELS_H_
+#define MNEMO_ENGINE_MODEL_CPU_KERNELS_H_
+
+#include <string>
+#include <vector>
+
+namespace mnemo::model {
+
+enum class CpuKernel {
+  kGeneric,  // SSE (any x86-64), 4-float vectors
+  kAvx2,     // AVX2 + FMA, 8-float vectors
+  kAvx512,   // AVX-512F, 16-float vectors
+};
+
+// The kernels this CPU can run, slowest first; the last is the default.
+std::vector<CpuKernel> AvailableCpuKernels();
+// The kernel in use (read by every kernel call).
+CpuKernel CpuKernelInUse();
+// For tests: makes every kernel call use `kernel` (one of AvailableCpuKernels()); returns the
+// one in use before. Not while another thread runs a kernel.
+CpuKernel SetCpuKernelForTesting(CpuKernel kernel);
+// "generic", "avx2", "avx512".
+std::string CpuKernelName(CpuKernel kernel);
+
+}  // namespace mnemo::model
+
+#endif  // MNEMO_ENGINE_MODEL_CPU_KERNELS_H_

@@ -1,0 +1,206 @@
+// mnemo-kernel-bench: the hand-written CPU kernels of a decode step on one thread, for every
+// instruction set this CPU runs (engine/model/cpu_kernels.h), with a model's shapes:
+//
+//   - PackedLinear over one layer stack's products (qkv, output, both FFN matrices of every
+//     layer): ms per pass for R rows (one decode step of R rows in one shard), GFLOP/s and the
+//     rate the weights stream at;
+//   - HostAttention for S sessions with W visible slots each (all heads): µs per call, ns per
+//     (slot, head) and the rate keys, values and position-table rows are read at.
+//
+//   mnemo-kernel-bench [--model models/mnemo-stdlib --rows 1,2,4,8,16 --windows 32,128,384]
+//
+// Weights, rings and queries are random (the time does not depend on values); the best of
+// --repeats timed passes is reported. Prints Markdown tables. Flags and main only.
+#include <ATen/Parallel.h>
+#include <torch/types.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "engine/model/cpu_kernels.h"
+#include "engine/model/host_attention.h"
+#include "engine/model/model_config.h"
+#include "engine/model/small_matmul.h"
+#include "engine/util/cpu_backend.h"
+
+ABSL_FLAG(std::string, model, "models/mnemo-stdlib", "model directory (its config.json's shapes)");
+ABSL_FLAG(std::string, rows, "1,2,4,8,16", "PackedLinear: rows per product, comma-separated");
+ABSL_FLAG(std::string, windows, "32,128,384",
+          "HostAttention: visible slots per session, comma-separated");
+ABSL_FLAG(int, sessions, 16, "HostAttention: sessions (rows) per call");
+ABSL_FLAG(int, repeats, 20, "timed passes per measurement (the best is reported)");
+
+namespace {
+
+using mnemo::model::CpuKernel;
+
+std::vector<int> ParseList(const std::string& text, const char* flag) {
+  std::vector<int> values;
+  for (absl::string_view part : absl::StrSplit(text, ',', absl::SkipEmpty())) {
+    int value = 0;
+    if (!absl::SimpleAtoi(part, &value) || value < 1) {
+      std::fprintf(stderr, "--%s: '%s' is not a positive integer\n", flag,
+                   std::string(part).c_str());
+      std::exit(2);
+    }
+    values.push_back(value);
+  }
+  return values;
+}
+
+// Best wall time of `repeats` calls of `pass`, in milliseconds (after one untimed call).
+double BestMs(int repeats, const std::function<void()>& pass) {
+  pass();
+  double best = 1e300;
+  for (int r = 0; r < repeats; ++r) {
+    const auto start = std::chrono::steady_clock::now();
+    pass();
+    best = std::min(best, std::chrono::duration<double, std::milli>(
+                              std::chrono::steady_clock::now() - start)
+                              .count());
+  }
+  return best;
+}
+
+void BenchPackedLinear(const mnemo::model::ModelConfig& c, const std::vector<int>& rows,
+                       int repeats) {
+  struct Product {
+    torch::Tensor weight;
+    mnemo::model::PackedLinear packed;
+  };
+  const int64_t width = static_cast<int64_t>(c.n_heads) * c.d_head;
+  std::vector<Product> products;
+  double weights = 0;  // floats
+  for (int layer = 0; layer < c.n_layers; ++layer) {
+    for (auto [n, k] : {std::pair<int64_t, int64_t>{3 * width, c.d_model},
+                        {c.d_model, width}, {c.d_ff, c.d_model}, {c.d_model, c.d_ff}}) {
+      torch::Tensor w = torch::randn({n, k}) / std::sqrt(static_cast<double>(k));
+      torch::Tensor b = torch::randn({n});
+      products.push_back({w, mnemo::model::PackedLinear(w, b)});
+      weights += static_cast<double>(n * k);
+    }
+  }
+  std::printf("\n## PackedLinear: %d layers' products (%.1f MB of float32 weights), one thread\n\n",
+              c.n_layers, weights * 4 / 1e6);
+  std::printf("| kernel | rows | ms per pass | GFLOP/s | weights GB/s | us per row |\n");
+  std::printf("|---|---|---|---|---|---|\n");
+  for (CpuKernel kernel : mnemo::model::AvailableCpuKernels()) {
+    mnemo::model::SetCpuKernelForTesting(kernel);
+    for (int r : rows) {
+      std::vector<torch::Tensor> inputs;
+      for (const Product& p : products) inputs.push_back(torch::randn({r, p.weight.size(1)}));
+      const double ms = BestMs(repeats, [&] {
+        for (size_t i = 0; i < products.size(); ++i) products[i].packed.Apply(inputs[i]);
+      });
+      std::printf("| %s | %d | %.3f | %.1f | %.1f | %.1f |\n",
+                  mnemo::model::CpuKernelName(kernel).c_str(), r, ms, 2 * weights * r / ms / 1e6,
+                  weights * 4 / ms / 1e6, ms * 1000 / r);
+    }
+  }
+}
+
+void BenchHostAttention(const mnemo::model::ModelConfig& c, const std::vector<int>& windows,
+                        int sessions, int repeats) {
+  const int64_t heads = c.n_heads, dh = c.d_head, capacity = c.mem_len + c.seg_len;
+  const int64_t table_rows = c.MaxDistance() + 1;
+  std::printf("\n## HostAttention: %d sessions x %lld heads (d_head %lld), one thread\n\n",
+              sessions, static_cast<long long>(heads), static_cast<long long>(dh));
+  std::printf("| kernel | window | us per call | ns per (slot, head) | GB/s read |\n");
+  std::printf("|---|---|---|---|---|\n");
+  torch::Tensor u = torch::randn({heads, dh}), v = torch::randn({heads, dh});
+  torch::Tensor table = torch::randn({heads, table_rows, dh});
+  torch::Tensor queries = torch::randn({sessions, heads, dh});
+  std::vector<torch::Tensor> keys, values;
+  for (int s = 0; s < sessions; ++s) {
+    keys.push_back(torch::randn({heads, capacity, dh}));
+    values.push_back(torch::randn({heads, capacity, dh}));
+  }
+  torch::Tensor y = torch::empty({sessions, heads * dh});
+  for (CpuKernel kernel : mnemo::model::AvailableCpuKernels()) {
+    mnemo::model::SetCpuKernelForTesting(kernel);
+    for (int window : windows) {
+      const int64_t w = std::min<int64_t>(window, capacity);
+      // The newest w positions of each ring, at distances 0..w-1 (a raw window that wraps).
+      std::vector<mnemo::model::RingSpan> spans;
+      const int64_t start = (capacity - w / 2) % capacity;
+      if (start + w > capacity) {
+        spans.push_back({false, start, capacity - start});
+        spans.push_back({false, 0, w - (capacity - start)});
+      } else {
+        spans.push_back({false, start, w});
+      }
+      std::vector<int64_t> distances(w);
+      for (int64_t j = 0; j < w; ++j) distances[j] = (w - 1 - j) % table_rows;
+      std::vector<mnemo::model::HostAttentionRow> rows;
+      for (int s = 0; s < sessions; ++s) {
+        mnemo::model::HostAttentionRow row;
+        row.query = queries.data_ptr<float>() + s * heads * dh;
+        row.query_head_stride = dh;
+        row.k_raw = keys[s].data_ptr<float>();
+        row.v_raw = values[s].data_ptr<float>();
+        row.raw_capacity = capacity;
+        row.spans = spans;
+        row.distances = distances;
+        rows.push_back(row);
+      }
+      mnemo::model::HostAttentionShape shape{heads, dh, table_rows,
+                                             1.0f / std::sqrt(static_cast<float>(dh))};
+      const double ms = BestMs(repeats, [&] {
+        mnemo::model::HostAttention(u.data_ptr<float>(), v.data_ptr<float>(),
+                                    table.data_ptr<float>(), shape, rows, y.data_ptr<float>());
+      });
+      const double items = static_cast<double>(sessions) * heads * w;
+      std::printf("| %s | %lld | %.1f | %.1f | %.1f |\n",
+                  mnemo::model::CpuKernelName(kernel).c_str(), static_cast<long long>(w),
+                  ms * 1000, ms * 1e6 / items, items * 3 * dh * 4 / ms / 1e6);
+    }
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  mnemo::util::ConfigureCpuRuntime(argv);
+  absl::SetProgramUsageMessage(
+      "Times PackedLinear and HostAttention on one thread, for every instruction set this CPU "
+      "runs, with a model's shapes.\n  mnemo-kernel-bench [--model DIR --rows 1,2,4,8,16 "
+      "--windows 32,128,384]");
+  absl::ParseCommandLine(argc, argv);
+  const std::string path = absl::GetFlag(FLAGS_model) + "/config.json";
+  std::ifstream file(path);
+  if (!file) {
+    std::fprintf(stderr, "cannot read %s (--model: a model directory)\n", path.c_str());
+    return 1;
+  }
+  std::stringstream text;
+  text << file.rdbuf();
+  absl::StatusOr<mnemo::model::ModelConfig> config = mnemo::model::ParseModelConfig(text.str());
+  if (!config.ok()) {
+    std::fprintf(stderr, "%s: %s\n", path.c_str(), config.status().ToString().c_str());
+    return 1;
+  }
+  const std::vector<int> rows = ParseList(absl::GetFlag(FLAGS_rows), "rows");
+  const std::vector<int> windows = ParseList(absl::GetFlag(FLAGS_windows), "windows");
+  const int repeats = std::max(1, absl::GetFlag(FLAGS_repeats));
+  if (absl::GetFlag(FLAGS_sessions) < 1) {
+    std::fprintf(stderr, "--sessions must be at least 1\n");
+    return 2;
+  }
+  at::set_num_threads(1);
+  std::printf("# mnemo-kernel-bench: %s (default kernel: %s)\n", config->name.c_str(),
+              mnemo::model::CpuKernelName(mnemo::model::CpuKernelInUse()).c_str());
+  BenchPackedLinear(*config, rows, repeats);
+  BenchHostAttention(*config, windows, absl::GetFlag(FLAGS_sessions), repeats);
+  return 0;
+}
