@@ -40,6 +40,8 @@
 ABSL_FLAG(std::string, model, "models/mnemo-stdlib", "model directory");
 ABSL_FLAG(std::string, batch_sizes, "1,4,16,64", "sessions per step, comma-separated");
 ABSL_FLAG(std::string, thresholds, "2,0.9,0.8", "CALM thresholds (> 1 = no early exit)");
+ABSL_FLAG(std::string, exit_measure, "softmax",
+          "CALM confidence measure the thresholds apply to: softmax, saturation or classifier");
 ABSL_FLAG(std::string, layouts, "per_row,padded",
           "batched attention layouts to time: per_row (host kernel on the CPU), per_row_ops "
           "(LibTorch ops per row), padded");
@@ -112,7 +114,7 @@ using StepFn = std::function<absl::StatusOr<mnemo::model::DecodeBatchResult>(
     absl::Span<const DecodeRow>)>;
 
 Timing Run(mnemo::model::Model& model, const StepFn* decoder, std::vector<Session>& sessions,
-           int batch, float threshold, int warmup, int steps) {
+           int batch, float threshold, mnemo::model::ExitMeasure measure, int warmup, int steps) {
   Timing timing;
   int64_t exits = 0, tokens = 0;
   Clock::time_point start;
@@ -127,7 +129,8 @@ Timing Run(mnemo::model::Model& model, const StepFn* decoder, std::vector<Sessio
       std::vector<DecodeRow> rows;
       for (int r = 0; r < batch; ++r) {
         Session& s = sessions[r];
-        rows.push_back(DecodeRow{s.text[s.next++ % s.text.size()], &s.memory, threshold});
+        rows.push_back(
+            DecodeRow{s.text[s.next++ % s.text.size()], &s.memory, threshold, false, measure});
       }
       auto out = (*decoder)(rows);
       if (!out.ok()) {
@@ -143,7 +146,7 @@ Timing Run(mnemo::model::Model& model, const StepFn* decoder, std::vector<Sessio
           if (!model.Forward({token}, s.memory, mnemo::model::Outputs::kLast).ok()) std::exit(1);
           layers.push_back(model.config().n_layers);
         } else {
-          auto out = model.ForwardWithExit({token}, s.memory, threshold);
+          auto out = model.ForwardWithExit({token}, s.memory, threshold, measure);
           if (!out.ok()) std::exit(1);
           layers.push_back(out->exit_layers[0]);
         }
@@ -176,6 +179,17 @@ int main(int argc, char** argv) {
   }
   std::vector<int> batch_sizes = ParseList<int>(absl::GetFlag(FLAGS_batch_sizes));
   std::vector<float> thresholds = ParseList<float>(absl::GetFlag(FLAGS_thresholds));
+  absl::StatusOr<mnemo::model::ExitMeasure> parsed_measure =
+      mnemo::model::ParseExitMeasure(absl::GetFlag(FLAGS_exit_measure));
+  if (!parsed_measure.ok()) {
+    std::fprintf(stderr, "--exit_measure: %s\n", parsed_measure.status().ToString().c_str());
+    return 2;
+  }
+  const mnemo::model::ExitMeasure measure = *parsed_measure;
+  if (absl::Status s = (*model)->CheckExitMeasure(measure); !s.ok()) {
+    std::fprintf(stderr, "--exit_measure: %s\n", s.ToString().c_str());
+    return 2;
+  }
   const int max_batch = *std::max_element(batch_sizes.begin(), batch_sizes.end());
   const int max_history = absl::GetFlag(FLAGS_max_history);
   const int min_history = std::min(absl::GetFlag(FLAGS_min_history), max_history);
@@ -244,7 +258,7 @@ int main(int argc, char** argv) {
     for (int batch : batch_sizes) {
       std::vector<std::pair<std::string, Timing>> rows;
       if (absl::GetFlag(FLAGS_solo)) {
-        rows.emplace_back("solo loop", Run(**model, nullptr, sessions, batch, threshold, warmup, steps));
+        rows.emplace_back("solo loop", Run(**model, nullptr, sessions, batch, threshold, measure, warmup, steps));
       }
       for (const auto& [name, layout] : layouts) {
        for (int shards : ParseList<int>(absl::GetFlag(FLAGS_decode_threads))) {
@@ -256,13 +270,13 @@ int main(int argc, char** argv) {
           mnemo::model::ParallelDecoder parallel(**model, options);
           const StepFn step = [&](absl::Span<const DecodeRow> r) { return parallel.Step(r); };
           rows.emplace_back(absl::StrCat("batched ", name, " x", shards),
-                            Run(**model, &step, sessions, batch, threshold, warmup, steps));
+                            Run(**model, &step, sessions, batch, threshold, measure, warmup, steps));
           continue;
         }
         BatchDecoder decoder(**model, {layout});
         const StepFn step = [&](absl::Span<const DecodeRow> r) { return decoder.Step(r); };
         rows.emplace_back("batched " + name,
-                          Run(**model, &step, sessions, batch, threshold, warmup, steps));
+                          Run(**model, &step, sessions, batch, threshold, measure, warmup, steps));
        }
       }
       for (const auto& [mode, t] : rows) {
