@@ -124,6 +124,35 @@ TEST_P(HostAttentionTest, MatchesLibTorchWithTailsWrappedRingsAndManyRows) {
   CheckAgainstReference(/*heads=*/2, /*dh=*/20, /*raw=*/40, /*cmp=*/7, /*rows=*/9, /*D=*/64);
 }
 
+TEST_P(HostAttentionTest, ARowThatSeesNothingGetsZeros) {
+  // Not reachable from decode (a query always sees its own position), but the contract says
+  // zeros rather than whatever was in y; the other row is unaffected.
+  const int64_t heads = 2, dh = 20, capacity = 8, table_rows = 10;
+  at::manual_seed(5);
+  torch::Tensor k = torch::randn({heads, capacity, dh}), v = torch::randn({heads, capacity, dh});
+  torch::Tensor q = torch::randn({2, heads, dh}), u = torch::randn({heads, dh}),
+                vb = torch::randn({heads, dh}), table = torch::randn({heads, table_rows, dh});
+  const std::vector<RingSpan> spans{{false, 0, 3}};
+  const std::vector<int64_t> distances{2, 1, 0};
+  std::vector<HostAttentionRow> views(2);
+  for (int a = 0; a < 2; ++a) {
+    views[a].query = q.data_ptr<float>() + a * heads * dh;
+    views[a].query_head_stride = dh;
+    views[a].k_raw = k.data_ptr<float>();
+    views[a].v_raw = v.data_ptr<float>();
+    views[a].raw_capacity = capacity;
+  }
+  views[1].spans = spans;
+  views[1].distances = distances;
+  torch::Tensor y = torch::full({2, heads * dh}, 99.0f);
+  HostAttention(u.data_ptr<float>(), vb.data_ptr<float>(), table.data_ptr<float>(),
+                HostAttentionShape{heads, dh, table_rows, 0.5f}, views, y.data_ptr<float>());
+  EXPECT_EQ(y[0].abs().max().item<float>(), 0.0f);
+  RowData row{k, v, torch::Tensor(), torch::Tensor(), spans, distances};
+  torch::Tensor expected = Reference(((q[1] + u) * 0.5f), ((q[1] + vb) * 0.5f), table, row);
+  EXPECT_LT((y[1].view({heads, dh}) - expected).abs().max().item<float>(), 1e-5);
+}
+
 TEST_P(HostAttentionTest, SameResultWithOneThreadAndWithTwo) {
   const int threads = at::get_num_threads();
   at::set_num_threads(1);

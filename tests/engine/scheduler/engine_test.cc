@@ -106,7 +106,7 @@ TEST_F(EngineTest, GeneratesInASessionAndValidatesSynchronously) {
   EXPECT_EQ(engine->Stats().running, 0);
 
   Waiter<absl::StatusOr<ScoreResult>> scored;
-  engine->Score({"", "", false, false}, scored.Callback());  // inline INVALID_ARGUMENT
+  engine->Score(ScoreOptions{}, scored.Callback());  // no text: inline INVALID_ARGUMENT
   EXPECT_EQ(scored.Wait().status().code(), absl::StatusCode::kInvalidArgument);
 }
 
