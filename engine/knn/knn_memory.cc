@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <exception>
 #include <limits>
 #include <string>
@@ -168,15 +169,36 @@ absl::Status KnnMemory::Append(const torch::Tensor& keys, const torch::Tensor& v
       values_.narrow(1, 0, rest).copy_(v_src.narrow(1, head_run, rest));
     }
     next_position_ += n;
-
-    if (mode() == KnnMode::kIvf) {
-      AddToIvf(first, kept);
-      EvictFromIvf(kept);
-    } else if (size() > config_.exact_threshold) {
-      return BuildIvf();
-    }
+    return IndexAppended(first, kept);
   } catch (const std::exception& e) {
     return absl::InternalError(absl::StrCat("kNN memory Append failed: ", e.what()));
+  }
+}
+
+absl::Status KnnMemory::AppendOne(const float* keys, const float* values) {
+  if (absl::Status s = Reserve(next_position_ + 1 - config_.first_position); !s.ok()) return s;
+  try {
+    const int64_t h = config_.heads, d = config_.dim, slot = SlotOf(next_position_);
+    const int64_t stride = keys_.size(1) * d;  // one head's ring, [allocated, d] contiguous
+    float* key_ring = keys_.data_ptr<float>() + slot * d;
+    float* value_ring = values_.data_ptr<float>() + slot * d;
+    for (int64_t i = 0; i < h; ++i) {
+      std::memcpy(key_ring + i * stride, keys + i * d, d * sizeof(float));
+      std::memcpy(value_ring + i * stride, values + i * d, d * sizeof(float));
+    }
+    const int64_t first = next_position_++;
+    return IndexAppended(first, 1);
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat("kNN memory Append failed: ", e.what()));
+  }
+}
+
+absl::Status KnnMemory::IndexAppended(int64_t first, int64_t kept) {
+  if (mode() == KnnMode::kIvf) {
+    AddToIvf(first, kept);
+    EvictFromIvf(kept);
+  } else if (size() > config_.exact_threshold) {
+    return BuildIvf();
   }
   return absl::OkStatus();
 }

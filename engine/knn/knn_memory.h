@@ -106,6 +106,10 @@ class KnnMemory {
   // entries beyond capacity; may train the IVF indexes (once, when size first passes
   // exact_threshold: a one-off cost of seconds at 64K entries, see docs/results/knn_memory.md).
   absl::Status Append(const torch::Tensor& keys, const torch::Tensor& values);
+  // Append of one position from plain arrays: keys, values [H, d] float32 each, row-major (a
+  // decode step's row). The same entries as Append of [1, H, d], without its ~10 us of tensor
+  // ops (a 16-row decode step appends 16 positions).
+  absl::Status AppendOne(const float* keys, const float* values);
 
   // queries: [H, Q, d] float32 CPU, L2-normalised; lo, hi: [Q] int64, the window [lo_q, hi_q) of
   // positions query q may retrieve; k >= 1. Results are on the CPU.
@@ -147,6 +151,10 @@ class KnnMemory {
   // Grows the rings to hold min(appended, capacity) entries (appended = positions ever appended,
   // after the coming Append). RESOURCE_EXHAUSTED if the allocation fails; nothing changes then.
   absl::Status Reserve(int64_t appended);
+  // After positions [first, first + kept) were written to the rings (and next_position_
+  // advanced): the IVF lists take them (evicting as many), or the indexes are built when the
+  // size first passes exact_threshold.
+  absl::Status IndexAppended(int64_t first, int64_t kept);
   absl::Status BuildIvf();
   void AddToIvf(int64_t first, int64_t count);
   void EvictFromIvf(int64_t appended);

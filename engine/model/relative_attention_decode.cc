@@ -64,15 +64,18 @@ void RelativeAttentionImpl::DecodeAppend(const torch::Tensor& k, const torch::Te
     }
   }
   if (knn_scale_.defined()) {
-    // [B, H, dh] -> per row [1, H, dh] float32 CPU, as knn::KnnMemory::Append wants.
+    // [B, H, dh] float32 CPU contiguous: row r's [H, dh] keys and values for
+    // knn::KnnMemory::AppendOne (the keys L2-normalised per head, as Forward stores them).
     torch::Tensor kn = (k / k.norm(2, -1, true).clamp_min(1e-6)).to(torch::kCPU, torch::kFloat32).contiguous();
     torch::Tensor vc = v.to(torch::kCPU, torch::kFloat32).contiguous();
+    const int64_t row_size = kn.size(1) * kn.size(2);
     for (int64_t r = 0; r < batch; ++r) {
       memory::LayerMemory& m = rows.memories[r]->layer(layer);
       if (m.knn_store == nullptr) continue;
       TORCH_CHECK(m.knn_store->next_position() == rows.plans[r].start, "kNN store is at position ",
                   m.knn_store->next_position(), " but the row is at ", rows.plans[r].start);
-      absl::Status appended = m.knn_store->Append(kn.narrow(0, r, 1), vc.narrow(0, r, 1));
+      absl::Status appended = m.knn_store->AppendOne(kn.data_ptr<float>() + r * row_size,
+                                                     vc.data_ptr<float>() + r * row_size);
       TORCH_CHECK(appended.ok(), "kNN store: ", appended.ToString());
     }
   }

@@ -170,6 +170,42 @@ TEST(KnnGrowthTest, IvfResultsMatchPreallocatedAcrossGrowthAndWrapAround) {
   EXPECT_EQ(grown->bytes(), fixed->bytes());
 }
 
+TEST(KnnGrowthTest, AppendOneStoresWhatAppendOfOnePositionStores) {
+  // Decode's path (plain arrays, one position) against Append's, through ring growth, the
+  // switch to IVF at 1500 entries, more growth in IVF mode and wrap-around.
+  at::manual_seed(6);
+  constexpr int64_t kCapacity = 3000;
+  KnnMemoryConfig config = Config(kCapacity, false);
+  config.exact_threshold = 1500;
+  config.nlist = 32;
+  config.nprobe = 4;
+  auto by_tensor = KnnMemory::Create(config).value();
+  auto by_array = KnnMemory::Create(config).value();
+  ClusteredKeys data(/*centres=*/40, kDim, /*noise=*/1.0, /*seed=*/11);
+  int checks = 0;
+  for (int64_t position = 0; position < int64_t{5} * kCapacity / 2; ++position) {
+    torch::Tensor keys = data.SampleHeads(1, kHeads).contiguous();  // [1, H, d]
+    torch::Tensor values = torch::randn({1, kHeads, kDim});
+    ASSERT_TRUE(by_tensor->Append(keys, values).ok());
+    ASSERT_TRUE(by_array->AppendOne(keys.data_ptr<float>(), values.data_ptr<float>()).ok());
+    ASSERT_EQ(by_array->next_position(), by_tensor->next_position());
+    ASSERT_EQ(by_array->mode(), by_tensor->mode()) << "position " << position;
+    ASSERT_EQ(by_array->allocated(), by_tensor->allocated());
+    if (position % 97 != 0) continue;
+    auto [lo, hi] = Windows(*by_tensor);
+    torch::Tensor queries = data.SampleHeads(lo.size(0), kHeads).transpose(0, 1).contiguous();
+    auto a = by_array->Search(queries, 16, lo, hi);
+    auto b = by_tensor->Search(queries, 16, lo, hi);
+    ASSERT_TRUE(a.ok()) << a.status();
+    ASSERT_TRUE(b.ok()) << b.status();
+    ExpectSameResult(*a, *b);
+    ++checks;
+  }
+  EXPECT_EQ(by_array->mode(), KnnMode::kIvf);
+  EXPECT_EQ(by_array->bytes(), by_tensor->bytes());
+  EXPECT_GT(checks, 70);
+}
+
 TEST(KnnGrowthTest, CloneMidGrowthIsIdenticalThenIndependent) {
   at::manual_seed(4);
   auto memory = KnnMemory::Create(Config(10000, false)).value();
