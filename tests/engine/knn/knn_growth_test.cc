@@ -36,6 +36,15 @@ KnnMemoryConfig Config(int64_t capacity, bool preallocate, int64_t first_positio
   return c;
 }
 
+// Config with a small IVF index from 1500 entries on (32 lists, 4 probed).
+KnnMemoryConfig IvfConfig(int64_t capacity) {
+  KnnMemoryConfig c = Config(capacity, false);
+  c.exact_threshold = 1500;
+  c.nlist = 32;
+  c.nprobe = 4;
+  return c;
+}
+
 // Every field of two results is bit-identical.
 void ExpectSameResult(const KnnResult& a, const KnnResult& b) {
   EXPECT_TRUE(torch::equal(a.positions, b.positions)) << a.positions << "\n" << b.positions;
@@ -137,10 +146,7 @@ TEST(KnnGrowthTest, IvfResultsMatchPreallocatedAcrossGrowthAndWrapAround) {
   // mode (the index reads new entries from the grown rings), then wrap.
   at::manual_seed(3);
   constexpr int64_t kCapacity = 6000;
-  KnnMemoryConfig config = Config(kCapacity, false);
-  config.exact_threshold = 1500;
-  config.nlist = 32;
-  config.nprobe = 4;
+  KnnMemoryConfig config = IvfConfig(kCapacity);
   auto grown = KnnMemory::Create(config).value();
   config.preallocate = true;
   auto fixed = KnnMemory::Create(config).value();
@@ -175,12 +181,8 @@ TEST(KnnGrowthTest, AppendOneStoresWhatAppendOfOnePositionStores) {
   // switch to IVF at 1500 entries, more growth in IVF mode and wrap-around.
   at::manual_seed(6);
   constexpr int64_t kCapacity = 3000;
-  KnnMemoryConfig config = Config(kCapacity, false);
-  config.exact_threshold = 1500;
-  config.nlist = 32;
-  config.nprobe = 4;
-  auto by_tensor = KnnMemory::Create(config).value();
-  auto by_array = KnnMemory::Create(config).value();
+  auto by_tensor = KnnMemory::Create(IvfConfig(kCapacity)).value();
+  auto by_array = KnnMemory::Create(IvfConfig(kCapacity)).value();
   ClusteredKeys data(/*centres=*/40, kDim, /*noise=*/1.0, /*seed=*/11);
   int checks = 0;
   for (int64_t position = 0; position < int64_t{5} * kCapacity / 2; ++position) {
