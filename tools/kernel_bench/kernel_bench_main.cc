@@ -17,9 +17,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 #include <functional>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -30,7 +28,7 @@
 #include "absl/strings/str_split.h"
 #include "engine/model/cpu_kernels.h"
 #include "engine/model/host_attention.h"
-#include "engine/model/model_config.h"
+#include "engine/model/model.h"
 #include "engine/model/small_matmul.h"
 #include "engine/util/cpu_backend.h"
 
@@ -177,17 +175,10 @@ int main(int argc, char** argv) {
       "runs, with a model's shapes.\n  mnemo-kernel-bench [--model DIR --rows 1,2,4,8,16 "
       "--windows 32,128,384]");
   absl::ParseCommandLine(argc, argv);
-  const std::string path = absl::GetFlag(FLAGS_model) + "/config.json";
-  std::ifstream file(path);
-  if (!file) {
-    std::fprintf(stderr, "cannot read %s (--model: a model directory)\n", path.c_str());
-    return 1;
-  }
-  std::stringstream text;
-  text << file.rdbuf();
-  absl::StatusOr<mnemo::model::ModelConfig> config = mnemo::model::ParseModelConfig(text.str());
+  absl::StatusOr<mnemo::model::ModelConfig> config =
+      mnemo::model::LoadModelConfig(absl::GetFlag(FLAGS_model));
   if (!config.ok()) {
-    std::fprintf(stderr, "%s: %s\n", path.c_str(), config.status().ToString().c_str());
+    std::fprintf(stderr, "%s\n", config.status().ToString().c_str());
     return 1;
   }
   const std::vector<int> rows = ParseList(absl::GetFlag(FLAGS_rows), "rows");
