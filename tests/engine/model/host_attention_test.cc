@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "engine/model/cpu_kernels.h"
+#include "tests/engine/model/cpu_kernel_test.h"
 
 namespace mnemo::model {
 namespace {
@@ -103,14 +104,7 @@ void CheckAgainstReference(int64_t heads, int64_t dh, int64_t raw_capacity, int6
   }
 }
 
-class HostAttentionTest : public ::testing::TestWithParam<CpuKernel> {
- protected:
-  void SetUp() override { saved_ = SetCpuKernelForTesting(GetParam()); }
-  void TearDown() override { SetCpuKernelForTesting(saved_); }
-
- private:
-  CpuKernel saved_ = CpuKernel::kGeneric;
-};
+class HostAttentionTest : public OnEachCpuKernel {};
 
 TEST_P(HostAttentionTest, MatchesLibTorchOnOneSmallRow) {
   CheckAgainstReference(/*heads=*/2, /*dh=*/16, /*raw=*/8, /*cmp=*/4, /*rows=*/1, /*D=*/50);
@@ -163,9 +157,7 @@ TEST_P(HostAttentionTest, SameResultWithOneThreadAndWithTwo) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Kernels, HostAttentionTest, ::testing::ValuesIn(AvailableCpuKernels()),
-                         [](const ::testing::TestParamInfo<CpuKernel>& info) {
-                           return CpuKernelName(info.param);
-                         });
+                         CpuKernelTestName);
 
 }  // namespace
 }  // namespace mnemo::model

@@ -12,20 +12,13 @@
 #include <vector>
 
 #include "engine/model/cpu_kernels.h"
+#include "tests/engine/model/cpu_kernel_test.h"
 
 namespace mnemo::model {
 namespace {
 
-// Every test runs on the kernel this CPU picks; these two also on each other kernel it can run
-// (the ones CPUs without AVX-512, or without AVX2, run), so all are checked on one machine.
-class PackedKernelTest : public ::testing::TestWithParam<CpuKernel> {
- protected:
-  void SetUp() override { saved_ = SetCpuKernelForTesting(GetParam()); }
-  void TearDown() override { SetCpuKernelForTesting(saved_); }
-
- private:
-  CpuKernel saved_ = CpuKernel::kGeneric;
-};
+// Every test runs on the kernel this CPU picks; these two also on each other kernel it can run.
+class PackedKernelTest : public OnEachCpuKernel {};
 
 TEST_P(PackedKernelTest, MatchesTorchLinear) {
   at::manual_seed(3);
@@ -70,15 +63,8 @@ TEST_P(PackedKernelTest, ComputesARangeOfOutputs) {
   EXPECT_THROW(packed.Apply(torch::randn({2, 40}), 256, 32), c10::Error);  // past the outputs
 }
 
-INSTANTIATE_TEST_SUITE_P(Kernels, PackedKernelTest,
-                         ::testing::ValuesIn(AvailableCpuKernels()),
-                         [](const ::testing::TestParamInfo<CpuKernel>& info) {
-                           switch (info.param) {
-                             case CpuKernel::kAvx512: return std::string("Avx512");
-                             case CpuKernel::kAvx2: return std::string("Avx2");
-                             default: return std::string("Generic");
-                           }
-                         });
+INSTANTIATE_TEST_SUITE_P(Kernels, PackedKernelTest, ::testing::ValuesIn(AvailableCpuKernels()),
+                         CpuKernelTestName);
 
 TEST(PackedLinearTest, DefaultsToTheFastestKernelAndSwitchesBack) {
   const std::vector<CpuKernel> kernels = AvailableCpuKernels();
