@@ -121,10 +121,17 @@ inline __attribute__((always_inline)) void AttendOne(const float* u_bias, const 
     }
   }
   const float max_score = *std::max_element(scores, scores + width);
-  float total = 0.0f;
-  for (int64_t i = 0; i < width; ++i) {
-    scores[i] = std::exp(scores[i] - max_score);
-    total += scores[i];
+  V totals{};
+  int64_t e = 0;
+  for (; e + kLanes <= width; e += kLanes) {
+    const V weights = simd::Exp(Load<V>(scores + e) - max_score);
+    Store<V>(scores + e, weights);
+    totals += weights;
+  }
+  float total = simd::Sum(totals);
+  for (; e < width; ++e) {
+    scores[e] = std::exp(scores[e] - max_score);
+    total += scores[e];
   }
   const float inverse = 1.0f / total;
   const float* v_raw = row.v_raw + head * row.raw_capacity * dh;
