@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <vector>
+
+#include "engine/model/host_attention.h"
 
 namespace mnemo::model {
 namespace {
@@ -199,14 +202,83 @@ torch::Tensor RelativeAttentionImpl::Compress(const torch::Tensor& grouped, bool
   return grouped;
 }
 
+bool RelativeAttentionImpl::PrefillOnHost(const torch::Tensor& x,
+                                          const memory::LayerMemory& memory) const {
+  return position_table_.defined() && !torch::GradMode::is_enabled() && x.size(0) == 1 &&
+         x.device().is_cpu() && x.scalar_type() == torch::kFloat32 &&
+         memory.k_raw.is_contiguous() && memory.v_raw.is_contiguous() &&
+         (!memory.k_cmp.defined() || (memory.k_cmp.is_contiguous() && memory.v_cmp.is_contiguous()));
+}
+
+torch::Tensor RelativeAttentionImpl::PrefillAttendHost(const torch::Tensor& qkv,
+                                                       const memory::LayerMemory& memory,
+                                                       const memory::SegmentPlan& plan,
+                                                       int64_t raw_used, int64_t cmp_used) {
+  TORCH_CHECK(qkv.is_contiguous(), "host prefill: qkv must be contiguous");
+  const int64_t length = qkv.size(1);
+  const int64_t inner = int64_t{heads_} * d_head_;
+  // Each query's visible slots as runs of consecutive ring slots (raw, then compressed, the op
+  // path's order) and their distances.
+  std::vector<std::vector<RingSpan>> spans(length);
+  std::vector<std::vector<int64_t>> distances(length);
+  auto add_visible = [&](const torch::Tensor& mask, const torch::Tensor& distance, int64_t used,
+                         bool compressed) {
+    if (used == 0) return;
+    const torch::Tensor m = mask.contiguous(), d = distance.contiguous();  // [1, 1, S, C], [S, C]
+    const int64_t capacity = m.size(3);
+    const bool* visible = m.data_ptr<bool>();
+    const int64_t* dist = d.data_ptr<int64_t>();
+    for (int64_t s = 0; s < length; ++s) {
+      for (int64_t j = 0; j < used; ++j) {
+        if (!visible[s * capacity + j]) continue;
+        std::vector<RingSpan>& runs = spans[s];
+        if (!runs.empty() && runs.back().compressed == compressed &&
+            runs.back().start + runs.back().length == j) {
+          ++runs.back().length;
+        } else {
+          runs.push_back({compressed, j, 1});
+        }
+        distances[s].push_back(dist[s * capacity + j]);
+      }
+    }
+  };
+  add_visible(plan.raw_mask, plan.raw_distance, raw_used, /*compressed=*/false);
+  if (cmp_used > 0) add_visible(plan.cmp_mask, plan.cmp_distance, cmp_used, /*compressed=*/true);
+
+  std::vector<HostAttentionRow> rows(length);
+  for (int64_t s = 0; s < length; ++s) {
+    HostAttentionRow& row = rows[s];
+    row.query = qkv.data_ptr<float>() + s * 3 * inner;  // q is the first third of each row
+    row.query_head_stride = d_head_;
+    row.k_raw = memory.k_raw.data_ptr<float>();
+    row.v_raw = memory.v_raw.data_ptr<float>();
+    row.raw_capacity = memory.k_raw.size(2);
+    if (memory.k_cmp.defined()) {
+      row.k_cmp = memory.k_cmp.data_ptr<float>();
+      row.v_cmp = memory.v_cmp.data_ptr<float>();
+      row.cmp_capacity = memory.k_cmp.size(2);
+    }
+    row.spans = spans[s];
+    row.distances = distances[s];
+  }
+  HostAttentionShape shape;
+  shape.heads = heads_;
+  shape.d_head = d_head_;
+  shape.table_rows = position_table_.size(1);
+  shape.scale = scale_;
+  torch::Tensor y = torch::empty({length, inner}, qkv.options());
+  HostAttention(u_bias_.data_ptr<float>(), v_bias_.data_ptr<float>(),
+                position_table_.data_ptr<float>(), shape, rows, y.data_ptr<float>());
+  return y;
+}
+
 torch::Tensor RelativeAttentionImpl::forward(const torch::Tensor& x, memory::LayerMemory& memory,
                                              const memory::SegmentPlan& plan,
                                              const torch::Tensor& sinusoid) {
   const int64_t batch = x.size(0), length = x.size(1);
   // [B, S, 3 * H * dh] -> 3 x [B, H, S, dh]
-  auto qkv = LinearForward(qkv_, packed_qkv_, x)
-                 .view({batch, length, 3, heads_, d_head_})
-                 .permute({2, 0, 3, 1, 4});
+  const torch::Tensor qkv_rows = LinearForward(qkv_, packed_qkv_, x);
+  auto qkv = qkv_rows.view({batch, length, 3, heads_, d_head_}).permute({2, 0, 3, 1, 4});
   torch::Tensor q = qkv[0], k = qkv[1], v = qkv[2];
 
   // Append: O(S * d) writes into the preallocated rings.
@@ -224,8 +296,6 @@ torch::Tensor RelativeAttentionImpl::forward(const torch::Tensor& x, memory::Lay
     }
   }
 
-  torch::Tensor qu = q + u_bias_.view({1, heads_, 1, d_head_});  // [B, H, S, dh]
-  torch::Tensor qv = q + v_bias_.view({1, heads_, 1, d_head_});
   // Only ring slots that were ever written can be visible: positions start at 0 and a
   // position's slot is position % capacity, so they are a prefix of each ring. And no distance
   // exceeds the newest position. Attending over just those is the same function (the rest is
@@ -233,6 +303,17 @@ torch::Tensor RelativeAttentionImpl::forward(const torch::Tensor& x, memory::Lay
   const int64_t newest = plan.start + length;  // positions [0, newest) exist
   const int64_t raw_used = std::min<int64_t>(newest, memory.k_raw.size(2));
   const int64_t cmp_used = compressive ? plan.cmp_filled_after : 0;
+  if (PrefillOnHost(x, memory)) {
+    torch::Tensor y = PrefillAttendHost(qkv_rows, memory, plan, raw_used, cmp_used);  // [S, H dh]
+    if (knn_scale_.defined() && (memory.k_knn.defined() || memory.knn_store != nullptr)) {
+      y = MixKnn(q, k, v, y.view({1, length, heads_, d_head_}).permute({0, 2, 1, 3}), memory, plan)
+              .transpose(1, 2)
+              .reshape({1, length, heads_ * d_head_});
+    }
+    return LinearForward(out_, packed_out_, y.view({1, length, heads_ * d_head_}));
+  }
+  torch::Tensor qu = q + u_bias_.view({1, heads_, 1, d_head_});  // [B, H, S, dh]
+  torch::Tensor qv = q + v_bias_.view({1, heads_, 1, d_head_});
   torch::Tensor table = PositionTable(sinusoid);  // [H, D, dh]
   table = table.narrow(1, 0, std::min<int64_t>(newest, table.size(1)));
   // Position scores for every distance, then picked per key: [B, H, S, D']

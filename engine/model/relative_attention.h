@@ -83,6 +83,15 @@ class RelativeAttentionImpl : public torch::nn::Module {
   torch::Tensor MixKnn(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                        const torch::Tensor& y_local, memory::LayerMemory& memory,
                        const memory::SegmentPlan& plan);
+  // A segment's attention in one host pass (host_attention.h) for a batch-1 host float32
+  // memory at inference (no autograd, cached position table): qkv [1, S, 3 * H * dh]
+  // contiguous, the rings already holding the segment; each query's visible slots and
+  // distances are read off the plan's masks, so it is the op path's function. Returns
+  // [S, H * dh]. PrefillOnHost says whether it applies.
+  bool PrefillOnHost(const torch::Tensor& x, const memory::LayerMemory& memory) const;
+  torch::Tensor PrefillAttendHost(const torch::Tensor& qkv, const memory::LayerMemory& memory,
+                                  const memory::SegmentPlan& plan, int64_t raw_used,
+                                  int64_t cmp_used);
   // Decode helpers: append every row's key/value; attend one way or the other. qu, bd: the
   // active rows' scaled (q + u) [H, A, dh] and scaled scores by distance [H, A, D] (per row)
   // or [H, A, D + 1] with a trailing -inf column for masked slots (padded),

@@ -202,6 +202,23 @@ TEST_P(MemoryParityTest, SplitCallsMatchOneCall) {
   }
 }
 
+// Inference attends over a segment on the host (RelativeAttention::PrefillAttendHost); with
+// autograd on (training) the same layers run LibTorch ops: the two give the same log-probs.
+TEST_P(MemoryParityTest, AutogradPathMatchesInferencePath) {
+  torch::AutoGradMode grad(true);
+  const ModelConfig& c = model_->config();
+  memory::SessionMemory memory = model_->transformer()->NewMemory(
+      1, torch::kCPU, /*compressive=*/c.cmem_len > 0, /*knn_mem_len=*/-1, /*knn_store=*/true);
+  std::vector<torch::Tensor> parts;
+  for (size_t pos = 0; pos < tokens_.size(); pos += c.seg_len) {
+    const int64_t n = std::min<int64_t>(c.seg_len, static_cast<int64_t>(tokens_.size() - pos));
+    std::vector<int64_t> ids(tokens_.begin() + pos, tokens_.begin() + pos + n);
+    torch::Tensor hidden = model_->transformer()->forward(torch::tensor(ids).view({1, n}), memory);
+    parts.push_back(torch::log_softmax(model_->transformer()->Logits(hidden), -1)[0].detach());
+  }
+  EXPECT_LT((torch::cat(parts, 0) - full_).abs().max().item<float>(), 1e-4);
+}
+
 TEST_P(MemoryParityTest, LastOutputEqualsLastRowOfAll) {
   auto memory = model_->NewMemory();
   auto last = model_->Forward(tokens_, memory, Outputs::kLast);
