@@ -37,7 +37,9 @@ class RelativeAttentionImpl : public torch::nn::Module {
 
   // x: [B, S, d_model], the layer-normalised input of the segment `plan` describes.
   // Appends the segment's keys/values (and any groups it completes) to `memory`, then attends.
-  // sinusoid: [max_distance + 1, d_model]. Returns [B, S, d_model].
+  // sinusoid: [max_distance + 1, d_model]. Returns [B, S, d_model]. At inference on a batch-1
+  // host memory the attention itself runs on the host (PrefillAttendHost), otherwise as
+  // LibTorch ops (autograd, batches, other devices): the same function.
   torch::Tensor forward(const torch::Tensor& x, memory::LayerMemory& memory,
                         const memory::SegmentPlan& plan, const torch::Tensor& sinusoid);
 
