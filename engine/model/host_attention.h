@@ -1,7 +1,9 @@
-// HostAttention: decode attention for one new position per row on the CPU, in float32, reading
+// HostAttention: attention for one query position per row on the CPU, in float32, reading
 // each row's key/value rings in place. RelativeAttention::Decode uses it for the kPerRow layout
-// when the rings are host float32 (DecodeRows::host); it replaces a dozen small LibTorch ops per
-// row and layer (each a dispatch, an allocation and often a thread wake-up) with one pass.
+// when the rings are host float32 (DecodeRows::host), and RelativeAttention::forward for a
+// prompt segment at inference (PrefillAttendHost: one row per query position, all on the same
+// rings); it replaces a dozen small LibTorch ops per layer (each a dispatch, an allocation and
+// often a thread wake-up) with one pass.
 //
 // For row a and head h, over the row's visible slots j (spans, raw first), with
 // qu = (q + u_h) * scale and qv = (q + v_h) * scale formed here from the row's raw query q:
@@ -47,7 +49,7 @@ struct HostAttentionShape {
 
 // u_bias, v_bias: [H, dh]; table: [H, D, dh] contiguous; rows: [A]; y: [A, H * dh] (the
 // output projection's input), written. A row with no visible slot gets y = 0 (cannot happen
-// in decode: a query always sees its own position).
+// in decode or prefill: a query always sees its own position).
 void HostAttention(const float* u_bias, const float* v_bias, const float* table,
                    const HostAttentionShape& shape, absl::Span<const HostAttentionRow> rows,
                    float* y);
