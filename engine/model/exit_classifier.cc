@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "engine/model/host_confidence.h"
 #include "engine/model/safetensors.h"
 #include "engine/model/transformer.h"
 #include "engine/util/status_macros.h"
@@ -43,6 +44,13 @@ torch::Tensor ExitClassifierImpl::Logits(const torch::Tensor& hidden, int layer)
 }
 
 torch::Tensor ExitClassifierImpl::Confidence(const torch::Tensor& hidden, int layer) const {
+  if (ClassifierConfidenceOnHost(hidden) && weight_.device().is_cpu() &&
+      weight_.scalar_type() == torch::kFloat32 && weight_.is_contiguous() &&
+      bias_.is_contiguous()) {
+    TORCH_CHECK(layer >= 0 && layer < exit_layers(), "exit classifier: no layer ", layer);
+    return ClassifierConfidence(hidden, weight_.data_ptr<float>() + int64_t{layer} * d_model(),
+                                bias_.data_ptr<float>()[layer], eps_);
+  }
   return torch::sigmoid(Logits(hidden, layer));
 }
 

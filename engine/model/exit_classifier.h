@@ -48,7 +48,8 @@ class ExitClassifierImpl : public torch::nn::Module {
   // Logit of c_layer for hidden states leaving 0-based layer `layer` (< exit_layers):
   // [..., d_model] -> [...].
   torch::Tensor Logits(const torch::Tensor& hidden, int layer) const;
-  // c_layer in [0, 1]: [..., d_model] -> [...].
+  // c_layer in [0, 1]: [..., d_model] -> [...]. Outside autograd on the CPU in one host pass
+  // per row (host_confidence.h), else through LibTorch ops: the same value.
   torch::Tensor Confidence(const torch::Tensor& hidden, int layer) const;
   // Training: features [N, exit_layers, d_model] (from Features) -> logits [N, exit_layers].
   torch::Tensor AllLayerLogits(const torch::Tensor& features) const;

@@ -1,8 +1,12 @@
 // SoftmaxResponse against softmax + topk: random and peaked logits, ties at the top (zero
-// confidence), leading dimensions kept.
+// confidence), leading dimensions kept. ClassifierConfidence and ExitClassifier::Confidence
+// against the classifier's LibTorch ops.
 #include "engine/model/host_confidence.h"
 
+#include "engine/model/exit_classifier.h"
+
 #include <ATen/Context.h>
+#include <c10/core/InferenceMode.h>
 #include <gtest/gtest.h>
 #include <torch/types.h>
 
@@ -40,6 +44,64 @@ TEST(SoftmaxResponseTest, TiedLeadersGiveZeroAndStridedInputWorks) {
   EXPECT_LT((SoftmaxResponse(strided) - Reference(strided)).abs().max().item<float>(), 1e-6);
   EXPECT_FALSE(SoftmaxResponseOnHost(torch::randn({4, 1})));
   EXPECT_FALSE(SoftmaxResponseOnHost(torch::randn({4, 3}, torch::kFloat64)));
+}
+
+// sigmoid(w . layer_norm(h) + b) as the exit classifier's ops compute it, in double (float
+// ops lose digits on rows with a large mean and a small spread, where the host pass does not).
+torch::Tensor ClassifierReference(const torch::Tensor& hidden, const torch::Tensor& weight,
+                                  float bias, float eps) {
+  torch::Tensor h = hidden.to(torch::kFloat64);
+  torch::Tensor features = torch::layer_norm(h, {h.size(-1)}, {}, {}, eps);
+  return torch::sigmoid(torch::matmul(features, weight.to(torch::kFloat64)) + bias)
+      .to(torch::kFloat32);
+}
+
+TEST(ClassifierConfidenceTest, MatchesLayerNormLinearSigmoid) {
+  at::manual_seed(4);
+  torch::NoGradGuard no_grad;
+  const float eps = 1e-5f;
+  for (double scale : {0.01, 1.0, 30.0}) {  // near-constant rows, ordinary, large activations
+    torch::Tensor hidden = torch::randn({3, 5, 256}) * scale + 2.0;  // an offset mean too
+    torch::Tensor weight = torch::randn({256}) * 0.2;
+    ASSERT_TRUE(ClassifierConfidenceOnHost(hidden));
+    torch::Tensor got = ClassifierConfidence(hidden, weight.data_ptr<float>(), -0.3f, eps);
+    ASSERT_EQ(got.sizes(), (std::vector<int64_t>{3, 5}));
+    EXPECT_LT((got - ClassifierReference(hidden, weight, -0.3f, eps)).abs().max().item<float>(),
+              1e-6)
+        << "scale " << scale;
+  }
+  torch::Tensor wide = torch::randn({4, 300});
+  torch::Tensor strided = wide.narrow(1, 10, 256);  // rows not contiguous with each other
+  torch::Tensor weight = torch::randn({256});
+  EXPECT_LT((ClassifierConfidence(strided, weight.data_ptr<float>(), 0.5f, eps) -
+             ClassifierReference(strided, weight, 0.5f, eps))
+                .abs()
+                .max()
+                .item<float>(),
+            1e-6);
+}
+
+TEST(ClassifierConfidenceTest, ExitClassifierUsesItOutsideAutogradOnly) {
+  at::manual_seed(5);
+  ExitClassifier classifier(5, 64, 1e-5f);
+  {
+    torch::NoGradGuard no_grad;
+    classifier->weight().normal_();
+    classifier->bias().normal_();
+  }
+  torch::Tensor hidden = torch::randn({7, 64});
+  torch::Tensor ops = torch::sigmoid(classifier->Logits(hidden, 3));  // with autograd: ops
+  EXPECT_FALSE(ClassifierConfidenceOnHost(hidden.requires_grad_(true)));
+  hidden = hidden.detach();
+  torch::Tensor host;
+  {
+    c10::InferenceMode inference;
+    ASSERT_TRUE(ClassifierConfidenceOnHost(hidden));
+    host = classifier->Confidence(hidden, 3);
+  }
+  EXPECT_LT((host - ops.detach()).abs().max().item<float>(), 1e-6);
+  c10::InferenceMode inference;
+  EXPECT_THROW(classifier->Confidence(hidden, 5), c10::Error);  // past the last exit layer
 }
 
 }  // namespace
