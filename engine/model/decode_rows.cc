@@ -5,26 +5,30 @@
 namespace mnemo::model {
 namespace {
 
-// Runs of visible slots in a plan's mask (a window of positions or of groups is at most two
-// runs of a ring), appended to `spans`, with each slot's distance appended to `distances`.
+// AppendVisibleRuns over a decode row's masks ([1, 1, 1, capacity] and [1, capacity]).
 void AddRuns(const torch::Tensor& mask, const torch::Tensor& distance, bool compressed,
              std::vector<RingSpan>& spans, std::vector<int64_t>& distances) {
   torch::Tensor m = mask.view(-1).to(torch::kCPU).contiguous();  // [capacity]
   torch::Tensor d = distance.view(-1).to(torch::kCPU).contiguous();
-  const bool* visible = m.data_ptr<bool>();
-  const int64_t* dist = d.data_ptr<int64_t>();
-  for (int64_t j = 0, n = m.size(0); j < n; ++j) {
+  AppendVisibleRuns(m.data_ptr<bool>(), d.data_ptr<int64_t>(), m.size(0), compressed, spans,
+                    distances);
+}
+
+}  // namespace
+
+void AppendVisibleRuns(const bool* visible, const int64_t* distance, int64_t slots,
+                       bool compressed, std::vector<RingSpan>& spans,
+                       std::vector<int64_t>& distances) {
+  for (int64_t j = 0; j < slots; ++j) {
     if (!visible[j]) continue;
     if (spans.empty() || spans.back().compressed != compressed ||
         spans.back().start + spans.back().length != j) {
       spans.push_back(RingSpan{compressed, j, 0});
     }
     ++spans.back().length;
-    distances.push_back(dist[j]);
+    distances.push_back(distance[j]);
   }
 }
-
-}  // namespace
 
 DecodeRows PrepareDecodeRows(absl::Span<memory::SessionMemory* const> memories,
                              AttentionLayout layout, int64_t max_distance) {

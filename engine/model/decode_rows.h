@@ -71,6 +71,14 @@ struct ActiveRows {
   bool all = true;            // rows == 0..B-1 (no gather needed)
 };
 
+// Appends the runs of visible slots among `slots` mask entries (visible[j]: slot j may be seen;
+// a window of positions or of groups is at most two runs of a ring) to `spans`, and each
+// visible slot's distance to `distances`. A query's row of a plan's masks (decode rows, and
+// each query of a prompt segment on the host).
+void AppendVisibleRuns(const bool* visible, const int64_t* distance, int64_t slots,
+                       bool compressed, std::vector<RingSpan>& spans,
+                       std::vector<int64_t>& distances);
+
 // Plans one new position for each memory (SessionMemory::Plan(1)) and builds the attention
 // index for `layout`. The memories must share one shape (one model's). max_distance: the
 // model's clamp, whose + 1 is the padded layout's -inf column.

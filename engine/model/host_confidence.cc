@@ -5,6 +5,23 @@
 #include <vector>
 
 namespace mnemo::model {
+namespace {
+
+// x [..., n] -> [...] float32: `value(row, n)` of each row of n floats.
+template <typename Value>
+torch::Tensor PerRow(const torch::Tensor& x, Value value) {
+  const int64_t n = x.size(-1);
+  torch::Tensor rows = x.reshape({-1, n}).contiguous();
+  const int64_t count = rows.size(0);
+  std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end() - 1);
+  torch::Tensor out = torch::empty({count}, rows.options());
+  const float* in = rows.data_ptr<float>();
+  float* result = out.data_ptr<float>();
+  for (int64_t r = 0; r < count; ++r) result[r] = value(in + r * n, n);
+  return out.view(shape);
+}
+
+}  // namespace
 
 bool SoftmaxResponseOnHost(const torch::Tensor& logits) {
   return logits.dim() >= 1 && logits.device().is_cpu() &&
@@ -13,15 +30,7 @@ bool SoftmaxResponseOnHost(const torch::Tensor& logits) {
 }
 
 torch::Tensor SoftmaxResponse(const torch::Tensor& logits) {
-  const int64_t classes = logits.size(-1);
-  torch::Tensor rows = logits.reshape({-1, classes}).contiguous();
-  const int64_t count = rows.size(0);
-  std::vector<int64_t> shape(logits.sizes().begin(), logits.sizes().end() - 1);
-  torch::Tensor out = torch::empty({count}, rows.options());
-  const float* in = rows.data_ptr<float>();
-  float* conf = out.data_ptr<float>();
-  for (int64_t r = 0; r < count; ++r) {
-    const float* l = in + r * classes;
+  return PerRow(logits, [](const float* l, int64_t classes) {
     float first = -std::numeric_limits<float>::infinity(), second = first;
     for (int64_t j = 0; j < classes; ++j) {
       if (l[j] > first) {
@@ -33,9 +42,8 @@ torch::Tensor SoftmaxResponse(const torch::Tensor& logits) {
     }
     float total = 0.0f;
     for (int64_t j = 0; j < classes; ++j) total += std::exp(l[j] - first);
-    conf[r] = (1.0f - std::exp(second - first)) / total;
-  }
-  return out.view(shape);
+    return (1.0f - std::exp(second - first)) / total;
+  });
 }
 
 bool ClassifierConfidenceOnHost(const torch::Tensor& hidden) {
@@ -47,30 +55,22 @@ bool ClassifierConfidenceOnHost(const torch::Tensor& hidden) {
 torch::Tensor ClassifierConfidence(const torch::Tensor& hidden, const float* weight, float bias,
                                    float eps) {
   const int64_t d = hidden.size(-1);
-  torch::Tensor rows = hidden.reshape({-1, d}).contiguous();
-  const int64_t count = rows.size(0);
-  std::vector<int64_t> shape(hidden.sizes().begin(), hidden.sizes().end() - 1);
-  torch::Tensor out = torch::empty({count}, rows.options());
-  const float* in = rows.data_ptr<float>();
-  float* conf = out.data_ptr<float>();
   double weight_sum = 0.0;
   for (int64_t i = 0; i < d; ++i) weight_sum += weight[i];
-  for (int64_t r = 0; r < count; ++r) {
-    const float* h = in + r * d;
+  return PerRow(hidden, [&](const float* h, int64_t n) {
     double sum = 0.0, dot = 0.0;
-    for (int64_t i = 0; i < d; ++i) {
+    for (int64_t i = 0; i < n; ++i) {
       sum += h[i];
       dot += static_cast<double>(weight[i]) * h[i];
     }
-    const double mean = sum / static_cast<double>(d);
+    const double mean = sum / static_cast<double>(n);
     double squares = 0.0;
-    for (int64_t i = 0; i < d; ++i) squares += (h[i] - mean) * (h[i] - mean);
-    const double rstd = 1.0 / std::sqrt(squares / static_cast<double>(d) + eps);
+    for (int64_t i = 0; i < n; ++i) squares += (h[i] - mean) * (h[i] - mean);
+    const double rstd = 1.0 / std::sqrt(squares / static_cast<double>(n) + eps);
     // w . ((h - mean) * rstd) + b
     const double logit = (dot - mean * weight_sum) * rstd + bias;
-    conf[r] = static_cast<float>(1.0 / (1.0 + std::exp(-logit)));
-  }
-  return out.view(shape);
+    return static_cast<float>(1.0 / (1.0 + std::exp(-logit)));
+  });
 }
 
 }  // namespace mnemo::model

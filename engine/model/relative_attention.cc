@@ -223,23 +223,11 @@ torch::Tensor RelativeAttentionImpl::PrefillAttendHost(const torch::Tensor& qkv,
   std::vector<std::vector<int64_t>> distances(length);
   auto add_visible = [&](const torch::Tensor& mask, const torch::Tensor& distance, int64_t used,
                          bool compressed) {
-    if (used == 0) return;
     const torch::Tensor m = mask.contiguous(), d = distance.contiguous();  // [1, 1, S, C], [S, C]
     const int64_t capacity = m.size(3);
-    const bool* visible = m.data_ptr<bool>();
-    const int64_t* dist = d.data_ptr<int64_t>();
     for (int64_t s = 0; s < length; ++s) {
-      for (int64_t j = 0; j < used; ++j) {
-        if (!visible[s * capacity + j]) continue;
-        std::vector<RingSpan>& runs = spans[s];
-        if (!runs.empty() && runs.back().compressed == compressed &&
-            runs.back().start + runs.back().length == j) {
-          ++runs.back().length;
-        } else {
-          runs.push_back({compressed, j, 1});
-        }
-        distances[s].push_back(dist[s * capacity + j]);
-      }
+      AppendVisibleRuns(m.data_ptr<bool>() + s * capacity, d.data_ptr<int64_t>() + s * capacity,
+                        used, compressed, spans[s], distances[s]);
     }
   };
   add_visible(plan.raw_mask, plan.raw_distance, raw_used, /*compressed=*/false);

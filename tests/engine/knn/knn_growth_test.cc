@@ -69,6 +69,17 @@ std::pair<torch::Tensor, torch::Tensor> Windows(const KnnMemory& memory) {
   return {torch::tensor(lo, torch::kInt64), torch::tensor(hi, torch::kInt64)};
 }
 
+// `a` and `b` give bit-identical top-16 results for clustered queries over a's Windows.
+void ExpectSameSearch(const KnnMemory& a, const KnnMemory& b, ClusteredKeys& data) {
+  auto [lo, hi] = Windows(a);
+  torch::Tensor queries = data.SampleHeads(lo.size(0), kHeads).transpose(0, 1).contiguous();
+  auto from_a = a.Search(queries, 16, lo, hi);
+  auto from_b = b.Search(queries, 16, lo, hi);
+  ASSERT_TRUE(from_a.ok()) << from_a.status();
+  ASSERT_TRUE(from_b.ok()) << from_b.status();
+  ExpectSameResult(*from_a, *from_b);
+}
+
 TEST(KnnGrowthTest, FreshMemoryHoldsNothingAndGrowsGeometrically) {
   // The server's default: 64K entries per head, 4 heads of 64. Preallocated that was ~128 MiB
   // before the session held anything.
@@ -162,13 +173,7 @@ TEST(KnnGrowthTest, IvfResultsMatchPreallocatedAcrossGrowthAndWrapAround) {
     ASSERT_EQ(grown->mode(), fixed->mode());
     if (grown->mode() == KnnMode::kExact) continue;
     allocations.insert(grown->allocated());
-    auto [lo, hi] = Windows(*grown);
-    torch::Tensor queries = data.SampleHeads(lo.size(0), kHeads).transpose(0, 1).contiguous();
-    auto a = grown->Search(queries, 16, lo, hi);
-    auto b = fixed->Search(queries, 16, lo, hi);
-    ASSERT_TRUE(a.ok()) << a.status();
-    ASSERT_TRUE(b.ok()) << b.status();
-    ExpectSameResult(*a, *b);
+    ExpectSameSearch(*grown, *fixed, data);
     ++checks;
   }
   EXPECT_GT(checks, 50);
@@ -194,13 +199,7 @@ TEST(KnnGrowthTest, AppendOneStoresWhatAppendOfOnePositionStores) {
     ASSERT_EQ(by_array->mode(), by_tensor->mode()) << "position " << position;
     ASSERT_EQ(by_array->allocated(), by_tensor->allocated());
     if (position % 97 != 0) continue;
-    auto [lo, hi] = Windows(*by_tensor);
-    torch::Tensor queries = data.SampleHeads(lo.size(0), kHeads).transpose(0, 1).contiguous();
-    auto a = by_array->Search(queries, 16, lo, hi);
-    auto b = by_tensor->Search(queries, 16, lo, hi);
-    ASSERT_TRUE(a.ok()) << a.status();
-    ASSERT_TRUE(b.ok()) << b.status();
-    ExpectSameResult(*a, *b);
+    ExpectSameSearch(*by_tensor, *by_array, data);
     ++checks;
   }
   EXPECT_EQ(by_array->mode(), KnnMode::kIvf);
