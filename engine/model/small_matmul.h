@@ -52,7 +52,7 @@ class PackedLinear {
   static constexpr int64_t kColumns = 32;  // outputs per tile
 
  private:
-  torch::Tensor wt_;    // [K, N padded] contiguous
+  torch::Tensor wt_;    // [N padded / kColumns, K, kColumns] contiguous: one strip per tile
   torch::Tensor bias_;  // [N padded] contiguous, or undefined
   int64_t outputs_ = 0;  // N
   const void* weight_source_ = nullptr;  // the TensorImpl copied, and its version then
