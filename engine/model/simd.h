@@ -65,20 +65,26 @@ inline __attribute__((always_inline)) float Sum(V16 v) {
   return Sum(low + high);
 }
 
-// e^x in every lane, within 2 ulp of std::exp for x in [-87.3, 88] (x is clamped to that
-// range: below it the result is ~1.2e-38 instead of a denormal or 0, above it e^88 ~ 1.7e38
-// instead of more or infinity). Range reduction x = n ln 2 + r with ln 2 in two parts, a degree-7 polynomial for
-// e^r on |r| <= ln 2 / 2, and 2^n built in the exponent bits.
+// e^(a + b) in every lane, a + b as if summed exactly: the range reduction subtracts n ln 2
+// from a before adding b, so b's digits are not rounded away in a + b (NormalCdf's -x^2/2 + P).
+// Within 2 ulp of std::exp for a + b in [-87.3, 88] (below that range the result is ~1.2e-38
+// instead of a denormal or 0; above it, for b < 1, at most e^89 instead of more or infinity). Range reduction a + b = n ln 2 + r with ln 2 in two parts, a degree-7 polynomial
+// for e^r on |r| <= ln 2 / 2, and 2^n built in the exponent bits.
 template <typename V>
-inline __attribute__((always_inline)) V Exp(V x) {
+inline __attribute__((always_inline)) V ExpOfSum(V a, V b) {
   using I = typename IntVector<V>::type;
-  x = x < V{} + 88.0f ? x : V{} + 88.0f;  // comparisons give 0 / -1 lanes
-  x = x > V{} - 87.3365f ? x : V{} - 87.3365f;
-  // n = round(x / ln 2): truncate x / ln 2 + 1/2, one less where that rounded up (x < 0).
-  const V shifted = x * 1.44269504088896341f + 0.5f;
+  // Below the range a + b becomes its bound; above it a does (comparisons give 0 / -1 lanes).
+  // (Clearing b above the range too made GCC 12 split these selects into scalar code.)
+  const V sum = a + b, low = V{} - 87.3365f, high = V{} + 88.0f;
+  a = sum < low ? low : a;
+  b = sum < low ? V{} : b;
+  a = sum > high ? high : a;
+  // n = round((a + b) / ln 2): truncate that + 1/2, one less where that rounded up (a + b < 0).
+  // (a + b rounded only picks n; r below is exact but for the last step.)
+  const V shifted = (a + b) * 1.44269504088896341f + 0.5f;
   V n = __builtin_convertvector(__builtin_convertvector(shifted, I), V);
   n = n > shifted ? n - 1.0f : n;
-  const V r = (x - n * 0.693359375f) + n * 2.12194440e-4f;  // x - n ln 2, exact in two steps
+  const V r = ((a - n * 0.693359375f) + n * 2.12194440e-4f) + b;  // a + b - n ln 2
   V p = V{} + 1.9875691500e-4f;
   p = p * r + 1.3981999507e-3f;
   p = p * r + 8.3334519073e-3f;
@@ -90,6 +96,46 @@ inline __attribute__((always_inline)) V Exp(V x) {
   V scale;
   std::memcpy(&scale, &exponent, sizeof(scale));
   return p * scale;
+}
+
+// e^x in every lane: ExpOfSum(x, 0) (within 2 ulp of std::exp on [-87.3, 88], clamped to it).
+template <typename V>
+inline __attribute__((always_inline)) V Exp(V x) {
+  return ExpOfSum(x, V{});
+}
+
+// Phi(x) = erfc(-x / sqrt 2) / 2, the standard normal distribution function, in every lane, to
+// ~4.5e-7 relative error while the result is a normal float (x > ~-13; below that ~1e-38 or less
+// instead of a denormal). erfc is the Chebyshev fit of Press et al., Numerical Recipes (2nd ed.,
+// section 6.2),
+//   erfc(z) = t exp(-z^2 + P(t)),  t = 1 / (1 + z / 2),  z = |x| / sqrt 2,
+// with erfc(-z) = 2 - erfc(z). z^2 = x^2 / 2 is taken exactly, as (xh^2 + xl (x + xh)) / 2 with
+// xh = x with the low 12 bits of its significand cleared: a rounded z * z (or a rounded z) would
+// put ulp(z^2) of error into the exponent (1e-5 relative at x = -11).
+template <typename V>
+inline __attribute__((always_inline)) V NormalCdf(V x) {
+  using I = typename IntVector<V>::type;
+  I bits;
+  std::memcpy(&bits, &x, sizeof(bits));
+  bits &= ~0xfff;
+  V xh;
+  std::memcpy(&xh, &bits, sizeof(xh));
+  const V xl = x - xh;
+  const V z = (x < V{} ? -x : x) * 0.70710678118654752f;
+  const V t = 1.0f / (1.0f + 0.5f * z);
+  V p = V{} + 0.17087277f;
+  p = p * t - 0.82215223f;
+  p = p * t + 1.48851587f;
+  p = p * t - 1.13520398f;
+  p = p * t + 0.27886807f;
+  p = p * t - 0.18628806f;
+  p = p * t + 0.09678418f;
+  p = p * t + 0.37409196f;
+  p = p * t + 1.00002368f;
+  p = p * t - 1.26551223f;
+  // erfc(|x| / sqrt 2) / 2 = t/2 e^(-x^2/2 + P)
+  const V half_tail = 0.5f * t * ExpOfSum(-0.5f * (xh * xh), p - 0.5f * (xl * (x + xh)));
+  return x < V{} ? half_tail : 1.0f - half_tail;
 }
 
 }  // namespace mnemo::model::simd

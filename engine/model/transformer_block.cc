@@ -1,5 +1,7 @@
 #include "engine/model/transformer_block.h"
 
+#include "engine/model/host_gelu.h"
+
 namespace mnemo::model {
 
 TransformerBlockImpl::TransformerBlockImpl(const ModelConfig& config, int layer) {
@@ -22,7 +24,8 @@ torch::Tensor TransformerBlockImpl::forward(const torch::Tensor& h, memory::Laye
 }
 
 torch::Tensor TransformerBlockImpl::FeedForward(const torch::Tensor& normed) {
-  return LinearForward(ff2_, packed_ff2_, torch::gelu(LinearForward(ff1_, packed_ff1_, normed)));
+  // Gelu: in place on the host for decode rows (host_gelu.h), else torch::gelu.
+  return LinearForward(ff2_, packed_ff2_, Gelu(LinearForward(ff1_, packed_ff1_, normed)));
 }
 
 void TransformerBlockImpl::CacheInferenceTensors(const torch::Tensor& sinusoid) {

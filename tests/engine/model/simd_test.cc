@@ -63,5 +63,27 @@ TYPED_TEST(SimdExpTest, ClampsOutsideItsRange) {
   }
 }
 
+// ExpOfSum(a, b) is e^(a + b) with the sum taken exactly: a large a (a whole number of ulps of
+// it is more than b's rounding) and a b well below ulp(a) that a + b in floats would drop.
+// Below the range the result is the clamp's, whatever b is.
+TYPED_TEST(SimdExpTest, ExpOfSumKeepsTheDigitsOfTheSmallTerm) {
+  constexpr int kLanes = simd::kLanes<TypeParam>;
+  for (float a : {-80.0f, -41.5f, -3.0f, 0.0f, 2.5f, 60.0f}) {
+    for (float b : {3e-6f, -2.5e-6f, 0.3f, -1.2f}) {
+      const float got = ExpOfSum(TypeParam{} + a, TypeParam{} + b)[0];
+      const double want = std::exp(static_cast<double>(a) + static_cast<double>(b));
+      EXPECT_LE(std::abs(got - want) / want, 3.0 * std::numeric_limits<float>::epsilon())
+          << "a = " << a << ", b = " << b;
+    }
+  }
+  // e^(-80 + 3e-6): a + b rounds to -80 in floats, 3e-6 relative lower than the exact value.
+  EXPECT_NE(ExpOfSum(TypeParam{} - 80.0f, TypeParam{} + 3e-6f)[0], Exp(TypeParam{} - 80.0f)[0]);
+  for (float b : {0.0f, -5.0f, -5e8f}) {
+    const float got = ExpOfSum(TypeParam{} - 87.0f, TypeParam{} + b)[kLanes - 1];
+    EXPECT_TRUE(std::isnormal(got)) << b;
+    EXPECT_LE(got, 1.7e-38f) << b;
+  }
+}
+
 }  // namespace
 }  // namespace mnemo::model::simd
