@@ -1,5 +1,6 @@
 #include "engine/memory/session_memory.h"
 
+#include <c10/core/InferenceMode.h>
 #include <c10/util/Exception.h>
 
 #include <algorithm>
@@ -89,6 +90,7 @@ SessionMemory SessionMemory::Clone() const {
   copy.row_starts_ = row_starts_;
   copy.knn_slots_ = knn_slots_;  // immutable
   copy.next_position_ = next_position_;
+  copy.planned_end_ = planned_end_;
   for (const LayerMemory& layer : layers_) {
     LayerMemory c;
     auto clone = [](const torch::Tensor& t) { return t.defined() ? t.clone() : t; };
@@ -113,6 +115,37 @@ void SessionMemory::Detach() {
   }
 }
 
+void SessionMemory::Clear() {
+  Detach();
+  // Model::NewMemory makes inference tensors, which change in place only in inference mode.
+  c10::InferenceMode inference;
+  // Position p lives in slot p % capacity of each ring, group g in compressed slot g % capacity.
+  auto zero_first = [](torch::Tensor& ring, int64_t slots) {
+    if (ring.defined() && slots > 0) ring.narrow(2, 0, std::min(slots, ring.size(2))).zero_();
+  };
+  const int64_t groups =
+      shape_.cmem_rate > 0 ? (planned_end_ + shape_.cmem_rate - 1) / shape_.cmem_rate : 0;
+  for (LayerMemory& layer : layers_) {
+    zero_first(layer.k_raw, planned_end_);
+    zero_first(layer.v_raw, planned_end_);
+    zero_first(layer.k_cmp, groups);
+    zero_first(layer.v_cmp, groups);
+    zero_first(layer.k_knn, planned_end_);
+    zero_first(layer.v_knn, planned_end_);
+    if (layer.knn_store != nullptr) {
+      absl::StatusOr<std::unique_ptr<knn::KnnMemory>> store =
+          knn::KnnMemory::Create(layer.knn_store->config());
+      TORCH_CHECK(store.ok(), "kNN memory: ", store.status().ToString());
+      layer.knn_store = *std::move(store);
+    }
+  }
+  std::fill(raw_positions_.begin(), raw_positions_.end(), -1);
+  std::fill(cmp_groups_.begin(), cmp_groups_.end(), -1);
+  std::fill(row_starts_.begin(), row_starts_.end(), 0);
+  next_position_ = 0;
+  planned_end_ = 0;
+}
+
 void SessionMemory::ResetRow(int row) {
   TORCH_CHECK(!shape_.knn_store, "ResetRow: a kNN store holds one sequence; use a dense ring");
   row_starts_[row] = next_position_;
@@ -130,6 +163,7 @@ SegmentPlan SessionMemory::Plan(int64_t length) const {
                                    [&](int64_t s) { return s != row_starts_[0]; });
   const int64_t rows = per_row ? shape_.batch : 1;
 
+  planned_end_ = std::max(planned_end_, s0 + length);
   SegmentPlan plan;
   plan.start = s0;
   plan.length = length;

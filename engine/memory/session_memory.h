@@ -31,6 +31,12 @@ class SessionMemory {
   SessionMemory Clone() const;
   // Cuts the autograd history of every buffer (training: memory is detached between segments).
   void Detach();
+  // Empties this memory in place: afterwards it equals a fresh Create of its shape, bit for bit
+  // (every buffer zero, no positions, an empty kNN store), keeping its buffers. Zeroes only the
+  // slots a Plan may have written (positions below the furthest planned end, committed or not),
+  // so a memory that saw a short request is cleared for a fraction of what Create's zero-fill
+  // costs. Detaches first (no autograd history survives).
+  void Clear();
 
   const MemoryShape& shape() const { return shape_; }
   // Positions consumed so far; the next token fed gets this absolute position.
@@ -70,6 +76,10 @@ class SessionMemory {
   std::vector<int64_t> row_starts_;     // [batch]: where each row's current document began
   torch::Tensor knn_slots_;             // [knn_capacity] int64 0..capacity-1 (device)
   int64_t next_position_ = 0;
+  // The furthest start + length of any Plan since creation (or Clear): every ring write goes
+  // through a plan, so positions at or past it were never written. Plan is const (it changes
+  // no state callers see); Clear reads this.
+  mutable int64_t planned_end_ = 0;
 };
 
 }  // namespace mnemo::memory

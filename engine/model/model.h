@@ -11,6 +11,7 @@
 #include <torch/types.h>
 
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,11 @@ struct MemoryOptions {
   // Up to this many entries the kNN memory is searched exactly, beyond it through a FAISS IVF
   // index (knn::KnnMemory); 0 = knn::KnnMemoryConfig's default.
   int64_t knn_exact_threshold = 0;
+
+  bool operator==(const MemoryOptions& o) const {
+    return compressive == o.compressive && knn == o.knn && knn_mem_len == o.knn_mem_len &&
+           knn_exact_threshold == o.knn_exact_threshold;
+  }
 };
 
 // Result of an early-exit forward pass (CALM with state propagation).
@@ -65,8 +71,18 @@ class Model {
   const ModelConfig& config() const { return config_; }
   torch::Device device() const { return device_; }
 
-  // An empty memory for one sequence.
+  // An empty memory for one sequence: one that Recycle took back with the same options, when
+  // there is one, else a new one (zero-filled rings, ~7.7 MB for the bundled model).
+  // Thread-safe.
   memory::SessionMemory NewMemory(const MemoryOptions& options = {}) const;
+  // Takes back a memory NewMemory made with `options` that its sequence no longer needs (a
+  // finished one-shot request's): it is emptied in place (SessionMemory::Clear, which zeroes
+  // only what was written) and kept for the next NewMemory, up to kRecycledMemories of them;
+  // beyond that it is freed. Thread-safe.
+  void Recycle(memory::SessionMemory memory, const MemoryOptions& options) const;
+  static constexpr int kRecycledMemories = 4;
+  // Memories Recycle holds now.
+  int recycled_memories() const;
 
   // Feeds `tokens` (any count >= 1) through the model in segments of seg_len, appending each
   // position to `memory`. Returns next-token log-probabilities, float32 on CPU:
@@ -116,6 +132,13 @@ class Model {
   const torch::Device device_;
   Transformer transformer_;
   ExitClassifier exit_classifier_{nullptr};  // empty when the model has none
+
+  struct RecycledMemory {
+    MemoryOptions options;
+    memory::SessionMemory memory;  // empty (Clear), ready for NewMemory
+  };
+  mutable std::mutex recycled_mu_;
+  mutable std::vector<RecycledMemory> recycled_;  // guarded by recycled_mu_; <= kRecycledMemories
 };
 
 // Directory I/O shared by Model and the trainer.

@@ -39,6 +39,9 @@ class GenerateTask : public Task {
   bool WantsPrefill() const override { return prompt_fed_ < prompt_.size(); }
   // A prompt chunk only feeds this request's sequence (or finishes it through the stream).
   bool PrefillsAnywhere() const override { return WantsPrefill(); }
+  memory::SessionMemory TakeOneShotMemory() override {
+    return session() == nullptr ? std::move(one_shot_.memory) : memory::SessionMemory();
+  }
 
  private:
   session::SequenceState& state() { return session() ? session()->state : one_shot_; }

@@ -387,6 +387,9 @@ void Scheduler::RunIteration() {
   if (rows > 0 && config_.decode_batch_observer) config_.decode_batch_observer(rows);
   for (auto it : done) {
     Release(**it);
+    // A one-shot request's memory goes back to the model, emptied, for the next request (no
+    // ~7.7 MB allocation and zero-fill per request).
+    model_->Recycle((*it)->TakeOneShotMemory(), memory_options_);
     running_.erase(it);
   }
   // Prefills that did not fit go first next time (in their order), so none waits forever.

@@ -60,6 +60,10 @@ class Task {
   // True when the client gave up (a cancelled stream): the scheduler finishes the task
   // (through Step) even before it starts running.
   virtual bool cancelled() const { return false; }
+  // Once the task has finished: its one-shot sequence's memory, made by Model::NewMemory with
+  // the scheduler's memory options, for Model::Recycle; an empty placeholder when it has none
+  // (session tasks, and tasks whose memory is a copy or was never made).
+  virtual memory::SessionMemory TakeOneShotMemory() { return {}; }
 
   uint64_t id() const { return id_; }
   // The session the task runs on, or nullptr for a one-shot request.

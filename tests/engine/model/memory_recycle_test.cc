@@ -1,0 +1,139 @@
+// SessionMemory::Clear and Model::Recycle: a memory emptied after use equals a fresh one bit for
+// bit (every buffer, every count), whatever it saw — a long text with compressed and kNN memory,
+// a short one, a plan written but never committed (a step that failed halfway) — and a recycled
+// memory gives the same log-probs as a fresh one. NewMemory hands recycled memories out only
+// for the same options, and keeps at most kRecycledMemories.
+#include <c10/core/InferenceMode.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "engine/model/model.h"
+#include "tests/engine/tiny_model.h"
+
+namespace mnemo::model {
+namespace {
+
+ModelConfig Config() {
+  ModelConfig c = ::mnemo::testing::TinyModelConfig();
+  c.seg_len = 16;
+  c.mem_len = 12;
+  c.cmem_len = 6;
+  c.cmem_rate = 3;
+  c.compression = Compression::kConv;
+  c.knn_layer = 1;
+  c.knn_topk = 4;
+  c.knn_mem_len = 40;
+  return c;
+}
+
+std::vector<int> Text(int n) {
+  std::vector<int> tokens = {kBosId};
+  const std::string text = "def memory(x):\n    return x * 2  # tensor\n";
+  while (static_cast<int>(tokens.size()) < n) {
+    for (char ch : text) tokens.push_back(static_cast<unsigned char>(ch));
+  }
+  tokens.resize(n);
+  return tokens;
+}
+
+// Every buffer of `a` equals `b`'s bit for bit, and so do the counts a reader sees.
+void ExpectSameAsFresh(const memory::SessionMemory& a, const memory::SessionMemory& b) {
+  ASSERT_EQ(a.num_layers(), b.num_layers());
+  EXPECT_EQ(a.next_position(), b.next_position());
+  EXPECT_EQ(a.xl_tokens(), b.xl_tokens());
+  EXPECT_EQ(a.compressed_slots(), b.compressed_slots());
+  EXPECT_EQ(a.knn_entries(), b.knn_entries());
+  EXPECT_EQ(a.bytes(), b.bytes());
+  for (int i = 0; i < a.num_layers(); ++i) {
+    const memory::LayerMemory& x = a.layer(i);
+    const memory::LayerMemory& y = b.layer(i);
+    for (auto [p, q] : {std::pair{&x.k_raw, &y.k_raw}, {&x.v_raw, &y.v_raw},
+                        {&x.k_cmp, &y.k_cmp}, {&x.v_cmp, &y.v_cmp}}) {
+      ASSERT_EQ(p->defined(), q->defined()) << "layer " << i;
+      if (p->defined()) EXPECT_TRUE(torch::equal(*p, *q)) << "layer " << i;
+    }
+    ASSERT_EQ(x.knn_store != nullptr, y.knn_store != nullptr) << "layer " << i;
+    if (x.knn_store != nullptr) {
+      EXPECT_EQ(x.knn_store->next_position(), y.knn_store->next_position()) << "layer " << i;
+      EXPECT_EQ(x.knn_store->bytes(), y.knn_store->bytes()) << "layer " << i;
+    }
+  }
+}
+
+class MemoryRecycleTest : public ::testing::Test {
+ protected:
+  std::unique_ptr<Model> model_ = Model::Random(Config(), /*seed=*/17);
+};
+
+TEST_F(MemoryRecycleTest, ClearedMemoryEqualsAFreshOne) {
+  for (int length : {1, 7, 30, 200}) {  // within the raw window, past it, many times round
+    memory::SessionMemory used = model_->NewMemory();
+    const std::vector<int> text = Text(length);
+    ASSERT_TRUE(model_->Forward(text, used).ok());
+    if (length == 200) ASSERT_GT(used.compressed_slots(), 0);
+    used.Clear();
+    ExpectSameAsFresh(used, model_->NewMemory());
+    // And it behaves as one: the same text gives the same log-probs, bit for bit.
+    memory::SessionMemory fresh = model_->NewMemory();
+    auto again = model_->Forward(text, used);
+    auto first = model_->Forward(text, fresh);
+    ASSERT_TRUE(again.ok() && first.ok());
+    EXPECT_TRUE(torch::equal(*again, *first)) << "length " << length;
+  }
+}
+
+TEST_F(MemoryRecycleTest, ClearZeroesAPlanThatWasWrittenButNeverCommitted) {
+  memory::SessionMemory used = model_->NewMemory();
+  ASSERT_TRUE(model_->Forward(Text(5), used).ok());
+  // A step that wrote its slots and then failed: the plan is never committed.
+  memory::SegmentPlan plan = used.Plan(4);
+  {
+    c10::InferenceMode inference;
+    for (int i = 0; i < used.num_layers(); ++i) {
+      memory::LayerMemory& layer = used.layer(i);
+      layer.k_raw.index_fill_(2, plan.raw_write_slots, 7.0f);
+      layer.v_raw.index_fill_(2, plan.raw_write_slots, std::nanf(""));
+    }
+  }
+  used.Clear();
+  ExpectSameAsFresh(used, model_->NewMemory());
+}
+
+TEST_F(MemoryRecycleTest, NewMemoryHandsOutRecycledMemoriesOfTheSameOptionsOnly) {
+  MemoryOptions plain, no_knn;
+  no_knn.knn = false;
+  memory::SessionMemory used = model_->NewMemory(plain);
+  ASSERT_TRUE(model_->Forward(Text(40), used).ok());
+  const void* buffer = used.layer(0).k_raw.data_ptr();
+  model_->Recycle(std::move(used), plain);
+  // Other options get a new memory; the same options get the recycled one, emptied.
+  memory::SessionMemory other = model_->NewMemory(no_knn);
+  EXPECT_NE(other.layer(0).k_raw.data_ptr(), buffer);
+  EXPECT_EQ(other.layer(model_->config().knn_layer).knn_store, nullptr);
+  memory::SessionMemory reused = model_->NewMemory(plain);
+  EXPECT_EQ(reused.layer(0).k_raw.data_ptr(), buffer);
+  ExpectSameAsFresh(reused, model_->NewMemory(plain));
+  // A placeholder (a request that never made its memory) is ignored.
+  model_->Recycle(memory::SessionMemory(), plain);
+  EXPECT_NE(model_->NewMemory(plain).layer(0).k_raw.data_ptr(), buffer);
+}
+
+TEST_F(MemoryRecycleTest, KeepsAtMostKRecycledMemories) {
+  std::vector<memory::SessionMemory> used;
+  for (int i = 0; i < Model::kRecycledMemories + 3; ++i) {
+    used.push_back(model_->NewMemory());
+    ASSERT_TRUE(model_->Forward(Text(3), used.back()).ok());
+  }
+  for (memory::SessionMemory& m : used) model_->Recycle(std::move(m), MemoryOptions());
+  EXPECT_EQ(model_->recycled_memories(), Model::kRecycledMemories);
+  memory::SessionMemory taken = model_->NewMemory();
+  EXPECT_EQ(model_->recycled_memories(), Model::kRecycledMemories - 1);
+}
+
+}  // namespace
+}  // namespace mnemo::model
