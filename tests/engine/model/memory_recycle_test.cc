@@ -18,19 +18,6 @@
 namespace mnemo::model {
 namespace {
 
-ModelConfig Config() {
-  ModelConfig c = ::mnemo::testing::TinyModelConfig();
-  c.seg_len = 16;
-  c.mem_len = 12;
-  c.cmem_len = 6;
-  c.cmem_rate = 3;
-  c.compression = Compression::kConv;
-  c.knn_layer = 1;
-  c.knn_topk = 4;
-  c.knn_mem_len = 40;
-  return c;
-}
-
 std::vector<int> Text(int n) {
   std::vector<int> tokens = {kBosId};
   const std::string text = "def memory(x):\n    return x * 2  # tensor\n";
@@ -67,7 +54,8 @@ void ExpectSameAsFresh(const memory::SessionMemory& a, const memory::SessionMemo
 
 class MemoryRecycleTest : public ::testing::Test {
  protected:
-  std::unique_ptr<Model> model_ = Model::Random(Config(), /*seed=*/17);
+  std::unique_ptr<Model> model_ =
+      Model::Random(::mnemo::testing::TinyMemoryModelConfig(Compression::kConv), /*seed=*/17);
 };
 
 TEST_F(MemoryRecycleTest, ClearedMemoryEqualsAFreshOne) {
