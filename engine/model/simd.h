@@ -68,8 +68,9 @@ inline __attribute__((always_inline)) float Sum(V16 v) {
 // e^(a + b) in every lane, a + b as if summed exactly: the range reduction subtracts n ln 2
 // from a before adding b, so b's digits are not rounded away in a + b (NormalCdf's -x^2/2 + P).
 // Within 2 ulp of std::exp for a + b in [-87.3, 88] (below that range the result is ~1.2e-38
-// instead of a denormal or 0; above it, for b < 1, at most e^89 instead of more or infinity). Range reduction a + b = n ln 2 + r with ln 2 in two parts, a degree-7 polynomial
-// for e^r on |r| <= ln 2 / 2, and 2^n built in the exponent bits.
+// instead of a denormal or 0; above it, for b < 1, at most e^89 instead of more or infinity).
+// Range reduction a + b = n ln 2 + r with ln 2 in two parts, a degree-7 polynomial for e^r on
+// |r| <= ln 2 / 2, and 2^n built in the exponent bits.
 template <typename V>
 inline __attribute__((always_inline)) V ExpOfSum(V a, V b) {
   using I = typename IntVector<V>::type;

@@ -3,10 +3,11 @@
 // A decode step multiplies a handful of rows (one per session in a shard) by each weight
 // matrix. OpenBLAS is tuned for large products: at 8 rows a 256x1024 product runs at ~40
 // GFLOP/s on the 2-core development machine (it packs the whole matrix for every call), at 1
-// row ~60, at 64 rows ~130. This kernel keeps the weight transposed ([K, N], packed once when
-// the model is loaded) and streams it once per call, 32 columns at a time, with the 8 x 32
-// outputs of a tile in registers (3 x 32 with AVX2, 1 x 32 with SSE only; cpu_kernels.h picks
-// the instruction set): no packing per call and no horizontal sums.
+// row ~60, at 64 rows ~130. This kernel packs the weight once, when the model is loaded, as
+// strips of 32 output columns, each a contiguous [K, 32] block, and streams it once per call,
+// strip by strip in order (prefetching ahead), with the 8 x 32 outputs of a tile in registers
+// (3 x 32 with AVX2, 1 x 32 with SSE only; cpu_kernels.h picks the instruction set): no packing
+// per call and no horizontal sums.
 //
 // It is as fast for a prompt's segment (a few hundred rows: ~170 vs ~130 GFLOP/s on one core),
 // so Forward uses it too; blocks of rows spread over LibTorch's intra-op threads when the product
