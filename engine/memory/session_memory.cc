@@ -7,6 +7,8 @@
 #include <utility>
 #include <vector>
 
+#include "engine/util/huge_pages.h"
+
 namespace mnemo::memory {
 namespace {
 
@@ -46,16 +48,22 @@ SessionMemory SessionMemory::Create(const MemoryShape& shape,
   memory.shape_ = shape;
   memory.device_ = options.device();
   // Zero-filled, not empty: masked slots get probability 0, and 0 * NaN would still be NaN.
-  auto buffer = [&](int capacity) {
-    return torch::zeros({shape.batch, shape.heads, capacity, shape.d_head}, options);
+  // Every ring is listed first and made at the end: in one huge-page region for float32 on the
+  // CPU (util/huge_pages.h; a decode step streams the rings from memory), else one by one.
+  memory.layers_.resize(shape.layers);  // fixed from here: `rings` points into it
+  std::vector<std::vector<int64_t>> shapes;
+  std::vector<torch::Tensor*> rings;
+  auto buffer = [&](int64_t capacity, torch::Tensor& ring) {
+    shapes.push_back({shape.batch, shape.heads, capacity, shape.d_head});
+    rings.push_back(&ring);
   };
   for (int i = 0; i < shape.layers; ++i) {
-    LayerMemory layer;
-    layer.k_raw = buffer(shape.raw_capacity());
-    layer.v_raw = buffer(shape.raw_capacity());
+    LayerMemory& layer = memory.layers_[i];
+    buffer(shape.raw_capacity(), layer.k_raw);
+    buffer(shape.raw_capacity(), layer.v_raw);
     if (shape.cmem_len > 0) {
-      layer.k_cmp = buffer(shape.cmp_capacity());
-      layer.v_cmp = buffer(shape.cmp_capacity());
+      buffer(shape.cmp_capacity(), layer.k_cmp);
+      buffer(shape.cmp_capacity(), layer.v_cmp);
     }
     if (i == shape.knn_layer && shape.knn_capacity() > 0 && shape.knn_store) {
       knn::KnnMemoryConfig config;
@@ -67,10 +75,18 @@ SessionMemory SessionMemory::Create(const MemoryShape& shape,
       TORCH_CHECK(store.ok(), "kNN memory: ", store.status().ToString());
       layer.knn_store = *std::move(store);
     } else if (i == shape.knn_layer && shape.knn_capacity() > 0) {
-      layer.k_knn = buffer(shape.knn_capacity());
-      layer.v_knn = buffer(shape.knn_capacity());
+      buffer(shape.knn_capacity(), layer.k_knn);
+      buffer(shape.knn_capacity(), layer.v_knn);
     }
-    memory.layers_.push_back(std::move(layer));
+  }
+  const bool host = options.device().is_cpu() &&
+                    c10::typeMetaToScalarType(options.dtype()) == torch::kFloat32 &&
+                    !options.requires_grad();
+  if (host) {
+    std::vector<torch::Tensor> made = util::ZerosInHugePages(shapes, torch::kFloat32);
+    for (size_t b = 0; b < rings.size(); ++b) *rings[b] = std::move(made[b]);
+  } else {
+    for (size_t b = 0; b < rings.size(); ++b) *rings[b] = torch::zeros(shapes[b], options);
   }
   memory.raw_positions_.assign(shape.raw_capacity(), -1);
   memory.cmp_groups_.assign(shape.cmp_capacity(), -1);

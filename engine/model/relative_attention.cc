@@ -175,6 +175,14 @@ void RelativeAttentionImpl::ClearPositionTable() {
   packed_qkv_ = packed_out_ = packed_compress_k_ = packed_compress_v_ = PackedLinear();
 }
 
+void RelativeAttentionImpl::AppendInferenceBuffers(std::vector<torch::Tensor*>& buffers) {
+  if (position_table_.defined()) buffers.push_back(&position_table_);
+  for (PackedLinear* packed :
+       {&packed_qkv_, &packed_out_, &packed_compress_k_, &packed_compress_v_}) {
+    packed->AppendBuffers(buffers);
+  }
+}
+
 torch::Tensor RelativeAttentionImpl::Compress(const torch::Tensor& grouped, bool keys) {
   const int64_t batch = grouped.size(0), n = grouped.size(2) / cmem_rate_;
   switch (compression_) {

@@ -57,6 +57,8 @@ class RelativeAttentionImpl : public torch::nn::Module {
   // path multiplies (small_matmul.h), and reuses them until cleared.
   void CachePositionTable(const torch::Tensor& sinusoid);
   void ClearPositionTable();
+  // Appends the cached tensors (table, packed weights), for Transformer to relocate.
+  void AppendInferenceBuffers(std::vector<torch::Tensor*>& buffers);
 
   // Training: the attention-reconstruction loss of groups compressed since the last call.
   torch::Tensor TakeReconstructionLoss();

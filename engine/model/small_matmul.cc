@@ -204,6 +204,11 @@ torch::Tensor PackedLinear::Apply(const torch::Tensor& x, int64_t first, int64_t
   return y.view(shape);
 }
 
+void PackedLinear::AppendBuffers(std::vector<torch::Tensor*>& buffers) {
+  if (wt_.defined()) buffers.push_back(&wt_);
+  if (bias_.defined()) buffers.push_back(&bias_);
+}
+
 torch::Tensor LinearForward(torch::nn::Linear& linear, const PackedLinear& packed,
                             const torch::Tensor& x) {
   return packed.Accepts(x) && packed.Current(linear->weight, linear->bias) ? packed.Apply(x)

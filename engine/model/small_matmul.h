@@ -24,6 +24,7 @@
 #include <torch/types.h>
 
 #include <cstdint>
+#include <vector>
 
 namespace mnemo::model {
 
@@ -49,6 +50,9 @@ class PackedLinear {
   // `first` must be a multiple of kColumns.
   torch::Tensor Apply(const torch::Tensor& x, int64_t first, int64_t count) const;
   int64_t outputs() const { return outputs_; }
+  // Appends the packed copy's tensors (when defined), for a caller that relocates them
+  // (util::MoveToHugePages): Apply reads whatever tensors these point at.
+  void AppendBuffers(std::vector<torch::Tensor*>& buffers);
 
   static constexpr int64_t kColumns = 32;  // outputs per tile
 

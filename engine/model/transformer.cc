@@ -4,6 +4,7 @@
 
 #include "engine/memory/memory_shape.h"
 #include "engine/model/exit_confidence.h"
+#include "engine/util/huge_pages.h"
 
 namespace mnemo::model {
 namespace {
@@ -119,6 +120,10 @@ torch::Tensor TransformerImpl::Logits(const torch::Tensor& hidden) {
 void TransformerImpl::CachePositionTables() {
   for (TransformerBlock& block : blocks_) block->CacheInferenceTensors(sinusoid_);
   packed_head_ = PackedLinear(embedding_->weight, torch::Tensor());
+  std::vector<torch::Tensor*> buffers;
+  for (TransformerBlock& block : blocks_) block->AppendInferenceBuffers(buffers);
+  packed_head_.AppendBuffers(buffers);
+  util::MoveToHugePages(buffers);
 }
 
 void TransformerImpl::ClearPositionTables() {

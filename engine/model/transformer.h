@@ -67,7 +67,9 @@ class TransformerImpl : public torch::nn::Module {
   const torch::Tensor& sinusoid() const { return sinusoid_; }  // [max_distance + 1, d_model]
 
   // Inference: precompute the per-layer relative-position tables and pack the weights the
-  // serving paths multiply (small_matmul.h); the weights must not change until cleared.
+  // serving paths multiply (small_matmul.h), all in one huge-page region (util/huge_pages.h:
+  // a decode step of many rows streams them from memory); the weights must not change until
+  // cleared.
   void CachePositionTables();
   void ClearPositionTables();
 

@@ -40,6 +40,12 @@ void TransformerBlockImpl::ClearInferenceTensors() {
   packed_ff2_ = PackedLinear();
 }
 
+void TransformerBlockImpl::AppendInferenceBuffers(std::vector<torch::Tensor*>& buffers) {
+  attn_->AppendInferenceBuffers(buffers);
+  packed_ff1_.AppendBuffers(buffers);
+  packed_ff2_.AppendBuffers(buffers);
+}
+
 torch::Tensor TransformerBlockImpl::Decode(const torch::Tensor& h, int layer, DecodeRows& rows,
                                            const ActiveRows& active,
                                            const torch::Tensor& sinusoid,

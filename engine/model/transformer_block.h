@@ -41,6 +41,8 @@ class TransformerBlockImpl : public torch::nn::Module {
   // the decode path's packed weights); training must clear them before changing the weights.
   void CacheInferenceTensors(const torch::Tensor& sinusoid);
   void ClearInferenceTensors();
+  // Appends the cached tensors, for Transformer to relocate.
+  void AppendInferenceBuffers(std::vector<torch::Tensor*>& buffers);
 
  private:
   // ff2(gelu(ff1(x))), through the packed weights when cached (inference).
