@@ -107,17 +107,36 @@ SessionMemory SessionMemory::Clone() const {
   copy.knn_slots_ = knn_slots_;  // immutable
   copy.next_position_ = next_position_;
   copy.planned_end_ = planned_end_;
-  for (const LayerMemory& layer : layers_) {
-    LayerMemory c;
-    auto clone = [](const torch::Tensor& t) { return t.defined() ? t.clone() : t; };
-    c.k_raw = clone(layer.k_raw);
-    c.v_raw = clone(layer.v_raw);
-    c.k_cmp = clone(layer.k_cmp);
-    c.v_cmp = clone(layer.v_cmp);
-    c.k_knn = clone(layer.k_knn);
-    c.v_knn = clone(layer.v_knn);
+  copy.layers_.resize(layers_.size());  // fixed from here: `targets` points into it
+  std::vector<const torch::Tensor*> sources;
+  std::vector<torch::Tensor*> targets;
+  bool host = true;  // every ring float32 on the CPU, outside autograd: copies as Create makes
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    const LayerMemory& layer = layers_[i];
+    LayerMemory& c = copy.layers_[i];
+    const std::pair<const torch::Tensor*, torch::Tensor*> rings[] = {
+        {&layer.k_raw, &c.k_raw}, {&layer.v_raw, &c.v_raw}, {&layer.k_cmp, &c.k_cmp},
+        {&layer.v_cmp, &c.v_cmp}, {&layer.k_knn, &c.k_knn}, {&layer.v_knn, &c.v_knn}};
+    for (const auto& [source, target] : rings) {
+      if (!source->defined()) continue;
+      sources.push_back(source);
+      targets.push_back(target);
+      host = host && source->device().is_cpu() && source->scalar_type() == torch::kFloat32 &&
+             source->is_contiguous() && !source->requires_grad();
+    }
     if (layer.knn_store != nullptr) c.knn_store = layer.knn_store->Clone();
-    copy.layers_.push_back(std::move(c));
+  }
+  if (host) {
+    // In one huge-page region, like Create's (util/huge_pages.h).
+    std::vector<std::vector<int64_t>> shapes;
+    for (const torch::Tensor* source : sources) shapes.push_back(source->sizes().vec());
+    std::vector<torch::Tensor> made = util::ZerosInHugePages(shapes, torch::kFloat32);
+    for (size_t b = 0; b < sources.size(); ++b) {
+      made[b].copy_(*sources[b]);
+      *targets[b] = std::move(made[b]);
+    }
+  } else {
+    for (size_t b = 0; b < sources.size(); ++b) *targets[b] = sources[b]->clone();
   }
   return copy;
 }

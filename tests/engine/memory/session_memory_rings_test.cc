@@ -1,0 +1,89 @@
+// SessionMemory's rings at serving size: made zeroed in one huge-page region (Create), copied
+// value for value into a region of their own (Clone), independent of the original.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "engine/memory/session_memory.h"
+#include "engine/util/huge_pages.h"
+
+namespace mnemo::memory {
+namespace {
+
+// The bundled model's memory (~7.7 MB of rings): far above the 1 MiB where regions start.
+MemoryShape ServingShape(bool dense_knn) {
+  MemoryShape s;
+  s.layers = 6;
+  s.heads = 4;
+  s.d_head = 64;
+  s.seg_len = 256;
+  s.mem_len = 256;
+  s.cmem_len = 128;
+  s.cmem_rate = 4;
+  s.max_distance = 1024;
+  s.knn_layer = 3;
+  s.knn_len = 2048;
+  s.knn_store = !dense_knn;
+  return s;
+}
+
+std::vector<const torch::Tensor*> Rings(const SessionMemory& memory) {
+  std::vector<const torch::Tensor*> rings;
+  for (int i = 0; i < memory.num_layers(); ++i) {
+    const LayerMemory& layer = memory.layer(i);
+    for (const torch::Tensor* t :
+         {&layer.k_raw, &layer.v_raw, &layer.k_cmp, &layer.v_cmp, &layer.k_knn, &layer.v_knn}) {
+      if (t->defined()) rings.push_back(t);
+    }
+  }
+  return rings;
+}
+
+uintptr_t Address(const torch::Tensor& t) { return reinterpret_cast<uintptr_t>(t.data_ptr()); }
+
+class SessionMemoryRingsTest : public ::testing::TestWithParam<bool> {};
+
+TEST_P(SessionMemoryRingsTest, CreateMakesZeroedDisjointRingsInOneRegion) {
+  SessionMemory memory = SessionMemory::Create(ServingShape(GetParam()), torch::kFloat32);
+  std::vector<const torch::Tensor*> rings = Rings(memory);
+  ASSERT_EQ(rings.size(), GetParam() ? 6u * 4 + 2 : 6u * 4);
+  EXPECT_EQ(Address(*rings[0]) % util::kHugePageBytes, 0u) << "the region's first ring";
+  uintptr_t end = 0;
+  for (const torch::Tensor* ring : rings) {
+    EXPECT_TRUE(ring->is_contiguous());
+    EXPECT_EQ(ring->count_nonzero().item<int64_t>(), 0);
+    EXPECT_GE(Address(*ring), end) << "rings follow each other without overlapping";
+    end = Address(*ring) + ring->numel() * sizeof(float);
+  }
+  EXPECT_EQ(memory.bytes() - (memory.layer(3).knn_store ? memory.layer(3).knn_store->bytes() : 0),
+            [&] {
+              int64_t total = 0;
+              for (const torch::Tensor* ring : rings) total += ring->numel() * 4;
+              return total;
+            }());
+}
+
+TEST_P(SessionMemoryRingsTest, CloneCopiesEveryRingIntoItsOwnRegion) {
+  SessionMemory memory = SessionMemory::Create(ServingShape(GetParam()), torch::kFloat32);
+  torch::manual_seed(3);
+  for (const torch::Tensor* ring : Rings(memory)) const_cast<torch::Tensor*>(ring)->normal_();
+  SessionMemory copy = memory.Clone();
+  std::vector<const torch::Tensor*> original = Rings(memory), copied = Rings(copy);
+  ASSERT_EQ(copied.size(), original.size());
+  EXPECT_EQ(Address(*copied[0]) % util::kHugePageBytes, 0u);
+  for (size_t i = 0; i < original.size(); ++i) {
+    EXPECT_TRUE(torch::equal(*copied[i], *original[i])) << "ring " << i;
+    EXPECT_NE(copied[i]->data_ptr(), original[i]->data_ptr());
+  }
+  // Independent: writing the copy leaves the original as it was.
+  const torch::Tensor before = original[0]->clone();
+  const_cast<torch::Tensor*>(copied[0])->zero_();
+  EXPECT_TRUE(torch::equal(*original[0], before));
+}
+
+INSTANTIATE_TEST_SUITE_P(Knn, SessionMemoryRingsTest, ::testing::Values(false, true),
+                         [](const auto& info) { return info.param ? "DenseRing" : "Store"; });
+
+}  // namespace
+}  // namespace mnemo::memory
