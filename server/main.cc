@@ -18,7 +18,6 @@
 #include "absl/time/time.h"
 #include "engine/engine.h"
 #include "engine/util/cpu_backend.h"
-#include "engine/util/huge_pages.h"
 #include "server/mnemo_server.h"
 
 ABSL_FLAG(std::string, model, "", "Model directory (config.json + model.safetensors).");
@@ -180,14 +179,6 @@ int main(int argc, char** argv) {
                    ? "(off)"
                    : ("port " + std::to_string((*server)->metrics_port())).c_str());
 
-  if (!mnemo::util::HugePagesEnabled()) {
-    // The decode buffers are advised for huge pages (engine/util/huge_pages.h); without them
-    // a step of many streams pays a TLB miss every 4 KiB of weights and memories it reads.
-    std::fprintf(stderr,
-                 "mnemo-server: transparent huge pages are off (or unknown): decoding many "
-                 "streams at once is slower (16 streams: ~20%% per decode step); enable them with "
-                 "'echo madvise > /sys/kernel/mm/transparent_hugepage/enabled' on the host\n");
-  }
   for (const mnemo::engine::DatastoreInfo& d : (*server)->engine()->ListDatastores()) {
     std::fprintf(stderr, "mnemo-server: datastore %s: %lld entries (%s), %s\n", d.name.c_str(),
                  static_cast<long long>(d.entries), d.index_type.c_str(), d.dir.c_str());
