@@ -1,5 +1,8 @@
 // Server lifecycle on loopback: health while loading / serving / draining, graceful drain,
 // and the Prometheus endpoint (scraped over HTTP, checked by promtool).
+#include <grpcpp/create_channel.h>
+#include <grpcpp/security/credentials.h>
+#include <grpcpp/support/channel_arguments.h>
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -111,7 +114,15 @@ TEST(LifecycleTest, DrainLetsInFlightStreamsFinishAndRejectsNewCalls) {
 
 TEST(LifecycleTest, DrainCancelsStreamsStillRunningAfterTheGracePeriod) {
   TestServer server;
-  auto generation = server.generation();
+  // A client that buffers at most ~64 KB it has not read: without that, gRPC's window grows
+  // (BDP probing) until the whole answer fits, and a fast machine streams all of it within the
+  // grace period. With it the stream cannot finish while the client does not read, however
+  // fast the engine is.
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+  args.SetInt(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, 64 * 1024);
+  auto generation = v1::Generation::NewStub(
+      grpc::CreateCustomChannel(server.address(), grpc::InsecureChannelCredentials(), args));
   std::unique_ptr<grpc::ClientContext> context = ContextWithTimeout(absl::Seconds(60));
   auto reader = generation->Generate(context.get(), LongRequest(4000));
   v1::GenerateResponse chunk;
