@@ -7,6 +7,7 @@
 
 #include <torch/types.h>
 
+#include <array>
 #include <cstdint>
 #include <memory>
 
@@ -24,9 +25,15 @@ struct LayerMemory {
   // The kNN layer's entries when MemoryShape::knn_store (then k_knn/v_knn are undefined).
   std::unique_ptr<knn::KnnMemory> knn_store;
 
+  // Every ring, defined or not, always in this order.
+  std::array<torch::Tensor*, 6> rings() { return {&k_raw, &v_raw, &k_cmp, &v_cmp, &k_knn, &v_knn}; }
+  std::array<const torch::Tensor*, 6> rings() const {
+    return {&k_raw, &v_raw, &k_cmp, &v_cmp, &k_knn, &v_knn};
+  }
+
   int64_t bytes() const {
     int64_t total = 0;
-    for (const torch::Tensor* t : {&k_raw, &v_raw, &k_cmp, &v_cmp, &k_knn, &v_knn}) {
+    for (const torch::Tensor* t : rings()) {
       if (t->defined()) total += t->numel() * t->element_size();
     }
     if (knn_store != nullptr) total += knn_store->bytes();

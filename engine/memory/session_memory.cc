@@ -40,6 +40,20 @@ torch::Tensor ToMask(std::vector<uint8_t> values, std::vector<int64_t> sizes,
   return ToTensor(std::move(values), std::move(sizes), torch::kBool, device);
 }
 
+// Zero-filled rings of `shapes` into `rings`: float32 on the CPU outside autograd in one
+// huge-page region (util/huge_pages.h: a decode step streams the rings from memory), anything
+// else one by one with `options`.
+void MakeRings(const std::vector<std::vector<int64_t>>& shapes,
+               const std::vector<torch::Tensor*>& rings, const torch::TensorOptions& options) {
+  if (options.device().is_cpu() && c10::typeMetaToScalarType(options.dtype()) == torch::kFloat32 &&
+      !options.requires_grad()) {
+    std::vector<torch::Tensor> made = util::ZerosInHugePages(shapes, torch::kFloat32);
+    for (size_t b = 0; b < rings.size(); ++b) *rings[b] = std::move(made[b]);
+  } else {
+    for (size_t b = 0; b < rings.size(); ++b) *rings[b] = torch::zeros(shapes[b], options);
+  }
+}
+
 }  // namespace
 
 SessionMemory SessionMemory::Create(const MemoryShape& shape,
@@ -48,8 +62,7 @@ SessionMemory SessionMemory::Create(const MemoryShape& shape,
   memory.shape_ = shape;
   memory.device_ = options.device();
   // Zero-filled, not empty: masked slots get probability 0, and 0 * NaN would still be NaN.
-  // Every ring is listed first and made at the end: in one huge-page region for float32 on the
-  // CPU (util/huge_pages.h; a decode step streams the rings from memory), else one by one.
+  // Every ring is listed first and made at the end, together (MakeRings).
   memory.layers_.resize(shape.layers);  // fixed from here: `rings` points into it
   std::vector<std::vector<int64_t>> shapes;
   std::vector<torch::Tensor*> rings;
@@ -79,15 +92,7 @@ SessionMemory SessionMemory::Create(const MemoryShape& shape,
       buffer(shape.knn_capacity(), layer.v_knn);
     }
   }
-  const bool host = options.device().is_cpu() &&
-                    c10::typeMetaToScalarType(options.dtype()) == torch::kFloat32 &&
-                    !options.requires_grad();
-  if (host) {
-    std::vector<torch::Tensor> made = util::ZerosInHugePages(shapes, torch::kFloat32);
-    for (size_t b = 0; b < rings.size(); ++b) *rings[b] = std::move(made[b]);
-  } else {
-    for (size_t b = 0; b < rings.size(); ++b) *rings[b] = torch::zeros(shapes[b], options);
-  }
+  MakeRings(shapes, rings, options);
   memory.raw_positions_.assign(shape.raw_capacity(), -1);
   memory.cmp_groups_.assign(shape.cmp_capacity(), -1);
   memory.row_starts_.assign(shape.batch, 0);
@@ -110,31 +115,26 @@ SessionMemory SessionMemory::Clone() const {
   copy.layers_.resize(layers_.size());  // fixed from here: `targets` points into it
   std::vector<const torch::Tensor*> sources;
   std::vector<torch::Tensor*> targets;
-  bool host = true;  // every ring float32 on the CPU, outside autograd: copies as Create makes
+  std::vector<std::vector<int64_t>> shapes;
+  bool host = true;  // every ring float32 on the CPU outside autograd: made as Create makes them
   for (size_t i = 0; i < layers_.size(); ++i) {
-    const LayerMemory& layer = layers_[i];
-    LayerMemory& c = copy.layers_[i];
-    const std::pair<const torch::Tensor*, torch::Tensor*> rings[] = {
-        {&layer.k_raw, &c.k_raw}, {&layer.v_raw, &c.v_raw}, {&layer.k_cmp, &c.k_cmp},
-        {&layer.v_cmp, &c.v_cmp}, {&layer.k_knn, &c.k_knn}, {&layer.v_knn, &c.v_knn}};
-    for (const auto& [source, target] : rings) {
-      if (!source->defined()) continue;
-      sources.push_back(source);
-      targets.push_back(target);
-      host = host && source->device().is_cpu() && source->scalar_type() == torch::kFloat32 &&
-             source->is_contiguous() && !source->requires_grad();
+    const auto from = layers_[i].rings();
+    const auto to = copy.layers_[i].rings();
+    for (size_t r = 0; r < from.size(); ++r) {
+      if (!from[r]->defined()) continue;
+      sources.push_back(from[r]);
+      targets.push_back(to[r]);
+      shapes.push_back(from[r]->sizes().vec());
+      host = host && from[r]->device().is_cpu() && from[r]->scalar_type() == torch::kFloat32 &&
+             !from[r]->requires_grad();
     }
-    if (layer.knn_store != nullptr) c.knn_store = layer.knn_store->Clone();
+    if (layers_[i].knn_store != nullptr) {
+      copy.layers_[i].knn_store = layers_[i].knn_store->Clone();
+    }
   }
   if (host) {
-    // In one huge-page region, like Create's (util/huge_pages.h).
-    std::vector<std::vector<int64_t>> shapes;
-    for (const torch::Tensor* source : sources) shapes.push_back(source->sizes().vec());
-    std::vector<torch::Tensor> made = util::ZerosInHugePages(shapes, torch::kFloat32);
-    for (size_t b = 0; b < sources.size(); ++b) {
-      made[b].copy_(*sources[b]);
-      *targets[b] = std::move(made[b]);
-    }
+    MakeRings(shapes, targets, torch::kFloat32);
+    for (size_t b = 0; b < sources.size(); ++b) targets[b]->copy_(*sources[b]);
   } else {
     for (size_t b = 0; b < sources.size(); ++b) *targets[b] = sources[b]->clone();
   }
@@ -143,8 +143,7 @@ SessionMemory SessionMemory::Clone() const {
 
 void SessionMemory::Detach() {
   for (LayerMemory& layer : layers_) {
-    for (torch::Tensor* t :
-         {&layer.k_raw, &layer.v_raw, &layer.k_cmp, &layer.v_cmp, &layer.k_knn, &layer.v_knn}) {
+    for (torch::Tensor* t : layer.rings()) {
       if (t->defined()) *t = t->detach();
     }
   }

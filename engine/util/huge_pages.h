@@ -4,8 +4,10 @@
 // session's key/value rings (~1.5 MB each at a 128-token history): more than the last-level
 // cache holds, so it streams from memory. In 4 KiB pages that is ~10,000 pages per step, far
 // beyond the TLB, and the hardware prefetcher stops at every page boundary. In 2 MiB pages it
-// is a few dozen. Measured with mnemo-decode-batch-bench (16 rows, 100-128-token histories, on
-// the 2-core development machine): one thread 3.7 -> 2.7 ms per step, two shards 2.5 -> 2.1 ms.
+// is a few dozen. mnemo-decode-batch-bench (16 rows, 100-128-token histories, the host's setting
+// toggled, 2-core Zen 5 machine): two shards 2.35-2.68 -> 1.98 ms per step, one thread 2.8 ->
+// 2.6. Through the server, tokens/s did not move beyond run-to-run spread
+// (docs/results/batching.md, item 22).
 //
 // glibc never hands out 2 MiB-aligned blocks, and with the kernel's transparent_hugepage mode
 // "madvise" (Debian's default) only regions advised MADV_HUGEPAGE get huge pages at all. So
@@ -30,7 +32,8 @@ inline constexpr int64_t kHugePageBytes = int64_t{2} << 20;
 
 // Zero-filled contiguous CPU tensors of `type`, one per entry of `shapes`, sharing one region
 // advised for huge pages (each tensor 64-byte aligned). Falls back to torch::zeros per tensor
-// if the region cannot be mapped or would be under 1 MiB in all (mostly padding then). Made in inference mode, they are inference tensors.
+// if the region cannot be mapped or would be under 1 MiB in all (mostly padding then). Made in
+// inference mode, they are inference tensors.
 std::vector<torch::Tensor> ZerosInHugePages(absl::Span<const std::vector<int64_t>> shapes,
                                             torch::ScalarType type = torch::kFloat32);
 

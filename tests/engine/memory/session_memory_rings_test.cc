@@ -31,9 +31,7 @@ MemoryShape ServingShape(bool dense_knn) {
 std::vector<const torch::Tensor*> Rings(const SessionMemory& memory) {
   std::vector<const torch::Tensor*> rings;
   for (int i = 0; i < memory.num_layers(); ++i) {
-    const LayerMemory& layer = memory.layer(i);
-    for (const torch::Tensor* t :
-         {&layer.k_raw, &layer.v_raw, &layer.k_cmp, &layer.v_cmp, &layer.k_knn, &layer.v_knn}) {
+    for (const torch::Tensor* t : memory.layer(i).rings()) {
       if (t->defined()) rings.push_back(t);
     }
   }
