@@ -63,6 +63,10 @@ struct EngineConfig {
   int64_t knn_capacity = 65536;
   int64_t max_knn_capacity = int64_t{1} << 20;
   int64_t knn_exact_threshold = 16384;
+  // Element type of the sessions' attention memory (raw and compressed keys/values): "float32"
+  // (the model's) or "float16" (half the bytes per session and of what decode attention reads;
+  // CPU only; docs/results/kv_dtype.md).
+  std::string kv_dtype = "float32";
   // Shared kNN-LM datastores, as `--datastore` values: NAME=DIR[,lambda=L][,k=K]
   // [,temperature=T][,nprobe=N]. Each must have been built for this model.
   std::vector<std::string> datastores;

@@ -57,6 +57,10 @@ ABSL_FLAG(int64_t, max_knn_capacity, int64_t{1} << 20,
 ABSL_FLAG(int64_t, knn_exact_threshold, 16384,
           "kNN memories search exactly up to this many entries, through a FAISS IVF index "
           "beyond.");
+ABSL_FLAG(std::string, kv_dtype, "float32",
+          "Element type of the sessions' attention memory (keys and values): float32, or float16 "
+          "for half the memory per session and faster decoding at long histories, with "
+          "log-probs changed slightly (CPU only; see docs/results/kv_dtype.md).");
 ABSL_FLAG(std::string, datastore, "",
           "A shared kNN-LM datastore built by mnemo-index for this model, as "
           "NAME=DIR[,lambda=L][,k=K][,temperature=T][,nprobe=N] (the values are what requests "
@@ -115,6 +119,7 @@ mnemo::engine::EngineConfig EngineConfigFromFlags(const std::vector<std::string>
   config.knn_capacity = absl::GetFlag(FLAGS_knn_capacity);
   config.max_knn_capacity = absl::GetFlag(FLAGS_max_knn_capacity);
   config.knn_exact_threshold = absl::GetFlag(FLAGS_knn_exact_threshold);
+  config.kv_dtype = absl::GetFlag(FLAGS_kv_dtype);
   config.datastores = datastores;
   config.max_session_datastore_entries = absl::GetFlag(FLAGS_max_session_datastore_entries);
   config.max_new_tokens_cap = absl::GetFlag(FLAGS_max_new_tokens);

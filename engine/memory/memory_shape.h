@@ -23,6 +23,10 @@ struct MemoryShape {
   // exact top-k while small, a FAISS IVF index past knn_exact_threshold entries.
   bool knn_store = false;
   int64_t knn_exact_threshold = 0;  // entries; 0 = knn::KnnMemoryConfig's default
+  // The attention rings (raw and compressed keys/values) in IEEE float16 instead of the
+  // memory's dtype: half the bytes a session holds and decode attention reads; keys and values
+  // are rounded as they are stored, and read back widened to float32. Inference on the CPU only.
+  bool half_rings = false;
 
   // The raw ring holds the window of the oldest query of a segment plus the segment itself.
   int raw_capacity() const { return mem_len + seg_len; }

@@ -40,17 +40,27 @@ torch::Tensor ToMask(std::vector<uint8_t> values, std::vector<int64_t> sizes,
   return ToTensor(std::move(values), std::move(sizes), torch::kBool, device);
 }
 
-// Zero-filled rings of `shapes` into `rings`: float32 on the CPU outside autograd in one
-// huge-page region (util/huge_pages.h: a decode step streams the rings from memory), anything
-// else one by one with `options`.
+// Zero-filled rings of `shapes` and element `types` into `rings`: on the CPU outside autograd
+// in huge-page regions, one per element type (util/huge_pages.h: a decode step streams the
+// rings from memory), anything else one by one with `options` and the ring's type.
 void MakeRings(const std::vector<std::vector<int64_t>>& shapes,
+               const std::vector<torch::ScalarType>& types,
                const std::vector<torch::Tensor*>& rings, const torch::TensorOptions& options) {
-  if (options.device().is_cpu() && c10::typeMetaToScalarType(options.dtype()) == torch::kFloat32 &&
-      !options.requires_grad()) {
-    std::vector<torch::Tensor> made = util::ZerosInHugePages(shapes, torch::kFloat32);
-    for (size_t b = 0; b < rings.size(); ++b) *rings[b] = std::move(made[b]);
-  } else {
-    for (size_t b = 0; b < rings.size(); ++b) *rings[b] = torch::zeros(shapes[b], options);
+  if (options.device().is_cpu() && !options.requires_grad()) {
+    for (torch::ScalarType type : {torch::kFloat32, torch::kFloat16}) {
+      std::vector<std::vector<int64_t>> of_type;
+      for (size_t b = 0; b < rings.size(); ++b) {
+        if (types[b] == type) of_type.push_back(shapes[b]);
+      }
+      if (of_type.empty()) continue;
+      std::vector<torch::Tensor> made = util::ZerosInHugePages(of_type, type);
+      for (size_t b = 0, m = 0; b < rings.size(); ++b) {
+        if (types[b] == type) *rings[b] = std::move(made[m++]);
+      }
+    }
+  }
+  for (size_t b = 0; b < rings.size(); ++b) {
+    if (!rings[b]->defined()) *rings[b] = torch::zeros(shapes[b], options.dtype(types[b]));
   }
 }
 
@@ -64,19 +74,24 @@ SessionMemory SessionMemory::Create(const MemoryShape& shape,
   // Zero-filled, not empty: masked slots get probability 0, and 0 * NaN would still be NaN.
   // Every ring is listed first and made at the end, together (MakeRings).
   memory.layers_.resize(shape.layers);  // fixed from here: `rings` points into it
+  TORCH_CHECK(!shape.half_rings || (options.device().is_cpu() && !options.requires_grad()),
+              "float16 rings are for inference on the CPU");
+  const torch::ScalarType options_type = c10::typeMetaToScalarType(options.dtype());
   std::vector<std::vector<int64_t>> shapes;
+  std::vector<torch::ScalarType> types;
   std::vector<torch::Tensor*> rings;
-  auto buffer = [&](int64_t capacity, torch::Tensor& ring) {
+  auto buffer = [&](int64_t capacity, torch::Tensor& ring, bool attention) {
     shapes.push_back({shape.batch, shape.heads, capacity, shape.d_head});
+    types.push_back(attention && shape.half_rings ? torch::kFloat16 : options_type);
     rings.push_back(&ring);
   };
   for (int i = 0; i < shape.layers; ++i) {
     LayerMemory& layer = memory.layers_[i];
-    buffer(shape.raw_capacity(), layer.k_raw);
-    buffer(shape.raw_capacity(), layer.v_raw);
+    buffer(shape.raw_capacity(), layer.k_raw, /*attention=*/true);
+    buffer(shape.raw_capacity(), layer.v_raw, /*attention=*/true);
     if (shape.cmem_len > 0) {
-      buffer(shape.cmp_capacity(), layer.k_cmp);
-      buffer(shape.cmp_capacity(), layer.v_cmp);
+      buffer(shape.cmp_capacity(), layer.k_cmp, /*attention=*/true);
+      buffer(shape.cmp_capacity(), layer.v_cmp, /*attention=*/true);
     }
     if (i == shape.knn_layer && shape.knn_capacity() > 0 && shape.knn_store) {
       knn::KnnMemoryConfig config;
@@ -88,11 +103,11 @@ SessionMemory SessionMemory::Create(const MemoryShape& shape,
       TORCH_CHECK(store.ok(), "kNN memory: ", store.status().ToString());
       layer.knn_store = *std::move(store);
     } else if (i == shape.knn_layer && shape.knn_capacity() > 0) {
-      buffer(shape.knn_capacity(), layer.k_knn);
-      buffer(shape.knn_capacity(), layer.v_knn);
+      buffer(shape.knn_capacity(), layer.k_knn, /*attention=*/false);
+      buffer(shape.knn_capacity(), layer.v_knn, /*attention=*/false);
     }
   }
-  MakeRings(shapes, rings, options);
+  MakeRings(shapes, types, rings, options);
   memory.raw_positions_.assign(shape.raw_capacity(), -1);
   memory.cmp_groups_.assign(shape.cmp_capacity(), -1);
   memory.row_starts_.assign(shape.batch, 0);
@@ -116,7 +131,9 @@ SessionMemory SessionMemory::Clone() const {
   std::vector<const torch::Tensor*> sources;
   std::vector<torch::Tensor*> targets;
   std::vector<std::vector<int64_t>> shapes;
-  bool host = true;  // every ring float32 on the CPU outside autograd: made as Create makes them
+  std::vector<torch::ScalarType> types;
+  // Every ring float32 or float16 on the CPU outside autograd: made as Create makes them.
+  bool host = true;
   for (size_t i = 0; i < layers_.size(); ++i) {
     const auto from = layers_[i].rings();
     const auto to = copy.layers_[i].rings();
@@ -125,15 +142,16 @@ SessionMemory SessionMemory::Clone() const {
       sources.push_back(from[r]);
       targets.push_back(to[r]);
       shapes.push_back(from[r]->sizes().vec());
-      host = host && from[r]->device().is_cpu() && from[r]->scalar_type() == torch::kFloat32 &&
-             !from[r]->requires_grad();
+      types.push_back(from[r]->scalar_type());
+      host = host && from[r]->device().is_cpu() && !from[r]->requires_grad() &&
+             (types.back() == torch::kFloat32 || types.back() == torch::kFloat16);
     }
     if (layers_[i].knn_store != nullptr) {
       copy.layers_[i].knn_store = layers_[i].knn_store->Clone();
     }
   }
   if (host) {
-    MakeRings(shapes, targets, torch::kFloat32);
+    MakeRings(shapes, types, targets, torch::TensorOptions());
     for (size_t b = 0; b < sources.size(); ++b) targets[b]->copy_(*sources[b]);
   } else {
     for (size_t b = 0; b < sources.size(); ++b) *targets[b] = sources[b]->clone();

@@ -7,7 +7,10 @@ namespace {
 
 CpuKernel BestKernel() {
   if (__builtin_cpu_supports("avx512f")) return CpuKernel::kAvx512;
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return CpuKernel::kAvx2;
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+      __builtin_cpu_supports("f16c")) {
+    return CpuKernel::kAvx2;  // (F16C: HostAttention's float16 rings)
+  }
   return CpuKernel::kGeneric;
 }
 

@@ -12,7 +12,7 @@ namespace mnemo::model {
 
 enum class CpuKernel {
   kGeneric,  // SSE (any x86-64), 4-float vectors
-  kAvx2,     // AVX2 + FMA, 8-float vectors
+  kAvx2,     // AVX2 + FMA (+ F16C), 8-float vectors
   kAvx512,   // AVX-512F, 16-float vectors
 };
 

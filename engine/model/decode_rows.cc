@@ -38,7 +38,7 @@ DecodeRows PrepareDecodeRows(absl::Span<memory::SessionMemory* const> memories,
   const torch::Tensor& ring = memories[0]->layer(0).k_raw;
   const torch::Device device = ring.device();
   state.host = layout == AttentionLayout::kPerRow && ring.device().is_cpu() &&
-               ring.scalar_type() == torch::kFloat32;
+               (ring.scalar_type() == torch::kFloat32 || ring.scalar_type() == torch::kFloat16);
   const int64_t masked = max_distance + 1;  // the -inf column (padded layout)
   std::vector<torch::Tensor> raw_index(batch), cmp_index(batch);  // full capacity
   for (int64_t r = 0; r < batch; ++r) {
@@ -97,7 +97,8 @@ DecodeRows PrepareDecodeRows(absl::Span<memory::SessionMemory* const> memories,
     state.padded_index = torch::stack(padded, 0).view({batch, 1, 1, -1});
     if (state.padded_cmp > 0) {
       const memory::MemoryShape& s = memories[0]->shape();
-      state.padded_zeros = torch::zeros({1, s.heads, state.padded_cmp, s.d_head}, ring.options());
+      state.padded_zeros =
+          torch::zeros({1, s.heads, state.padded_cmp, s.d_head}, ring.options().dtype(torch::kFloat32));
     }
   }
   return state;

@@ -1,5 +1,6 @@
 // HostAttention: attention for one query position per row on the CPU, in float32, reading
-// each row's key/value rings in place. RelativeAttention::Decode uses it for the kPerRow layout
+// each row's key/value rings in place (float32 rings, or float16 ones widened as they are read:
+// MemoryShape::half_rings). RelativeAttention::Decode uses it for the kPerRow layout
 // when the rings are host float32 (DecodeRows::host), and RelativeAttention::forward for a
 // prompt segment at inference (PrefillAttendHost: one row per query position, all on the same
 // rings); it replaces a dozen small LibTorch ops per layer (each a dispatch, an allocation and
@@ -19,6 +20,8 @@
 #ifndef MNEMO_ENGINE_MODEL_HOST_ATTENTION_H_
 #define MNEMO_ENGINE_MODEL_HOST_ATTENTION_H_
 
+#include <torch/types.h>
+
 #include <cstdint>
 
 #include "absl/types/span.h"
@@ -26,14 +29,23 @@
 
 namespace mnemo::model {
 
+// The element type of a row's rings.
+enum class RingType { kFloat32, kFloat16 };
+
+// A host ring's RingType (float32 for anything that is not float16).
+inline RingType HostRingType(const torch::Tensor& ring) {
+  return ring.scalar_type() == torch::kFloat16 ? RingType::kFloat16 : RingType::kFloat32;
+}
+
 // One row's rings for the layer being decoded (a batch-1 memory's, contiguous).
 struct HostAttentionRow {
   const float* query = nullptr;  // head h's query at query + h * query_head_stride, [dh] each
   int64_t query_head_stride = 0;
-  const float* k_raw = nullptr;  // [H, raw_capacity, dh]
-  const float* v_raw = nullptr;
-  const float* k_cmp = nullptr;  // [H, cmp_capacity, dh]; null without a compressed memory
-  const float* v_cmp = nullptr;
+  RingType ring_type = RingType::kFloat32;  // of all four rings
+  const void* k_raw = nullptr;  // [H, raw_capacity, dh]
+  const void* v_raw = nullptr;
+  const void* k_cmp = nullptr;  // [H, cmp_capacity, dh]; null without a compressed memory
+  const void* v_cmp = nullptr;
   int64_t raw_capacity = 0;
   int64_t cmp_capacity = 0;
   absl::Span<const RingSpan> spans;     // the visible slots (DecodeRows::spans)
@@ -53,6 +65,10 @@ struct HostAttentionShape {
 void HostAttention(const float* u_bias, const float* v_bias, const float* table,
                    const HostAttentionShape& shape, absl::Span<const HostAttentionRow> rows,
                    float* y);
+
+// to[0, n) = from[0, n) as IEEE float16 bits, rounded to nearest even (as LibTorch's
+// .to(kHalf)): how float16 rings are written on the host.
+void FloatsToHalves(const float* from, uint16_t* to, int64_t n);
 
 }  // namespace mnemo::model
 

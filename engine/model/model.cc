@@ -189,7 +189,8 @@ memory::SessionMemory Model::NewMemory(const MemoryOptions& options) const {
   c10::InferenceMode inference;
   const int knn_len = !options.knn ? 0 : options.knn_mem_len > 0 ? options.knn_mem_len : -1;
   return transformer_->NewMemory(/*batch=*/1, device_, options.compressive, knn_len,
-                                 /*knn_store=*/true, options.knn_exact_threshold);
+                                 /*knn_store=*/true, options.knn_exact_threshold,
+                                 options.half_rings);
 }
 
 void Model::Recycle(memory::SessionMemory memory, const MemoryOptions& options) const {

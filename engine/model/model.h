@@ -40,10 +40,14 @@ struct MemoryOptions {
   // Up to this many entries the kNN memory is searched exactly, beyond it through a FAISS IVF
   // index (knn::KnnMemory); 0 = knn::KnnMemoryConfig's default.
   int64_t knn_exact_threshold = 0;
+  // Keys and values of the attention rings in float16 (memory::MemoryShape::half_rings): half
+  // a session's memory and of what decode attention reads, at a small change in the results
+  // (docs/results/kv_dtype.md). CPU only.
+  bool half_rings = false;
 
   bool operator==(const MemoryOptions& o) const {
     return compressive == o.compressive && knn == o.knn && knn_mem_len == o.knn_mem_len &&
-           knn_exact_threshold == o.knn_exact_threshold;
+           knn_exact_threshold == o.knn_exact_threshold && half_rings == o.half_rings;
   }
 };
 

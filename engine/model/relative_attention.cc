@@ -214,6 +214,8 @@ bool RelativeAttentionImpl::PrefillOnHost(const torch::Tensor& x,
                                           const memory::LayerMemory& memory) const {
   return position_table_.defined() && !torch::GradMode::is_enabled() && x.size(0) == 1 &&
          x.device().is_cpu() && x.scalar_type() == torch::kFloat32 &&
+         (memory.k_raw.scalar_type() == torch::kFloat32 ||
+          memory.k_raw.scalar_type() == torch::kFloat16) &&
          memory.k_raw.is_contiguous() && memory.v_raw.is_contiguous() &&
          (!memory.k_cmp.defined() || (memory.k_cmp.is_contiguous() && memory.v_cmp.is_contiguous()));
 }
@@ -246,12 +248,13 @@ torch::Tensor RelativeAttentionImpl::PrefillAttendHost(const torch::Tensor& qkv,
     HostAttentionRow& row = rows[s];
     row.query = qkv.data_ptr<float>() + s * 3 * inner;  // q is the first third of each row
     row.query_head_stride = d_head_;
-    row.k_raw = memory.k_raw.data_ptr<float>();
-    row.v_raw = memory.v_raw.data_ptr<float>();
+    row.ring_type = HostRingType(memory.k_raw);
+    row.k_raw = memory.k_raw.data_ptr();
+    row.v_raw = memory.v_raw.data_ptr();
     row.raw_capacity = memory.k_raw.size(2);
     if (memory.k_cmp.defined()) {
-      row.k_cmp = memory.k_cmp.data_ptr<float>();
-      row.v_cmp = memory.v_cmp.data_ptr<float>();
+      row.k_cmp = memory.k_cmp.data_ptr();
+      row.v_cmp = memory.v_cmp.data_ptr();
       row.cmp_capacity = memory.k_cmp.size(2);
     }
     row.spans = spans[s];
@@ -277,16 +280,20 @@ torch::Tensor RelativeAttentionImpl::forward(const torch::Tensor& x, memory::Lay
   auto qkv = qkv_rows.view({batch, length, 3, heads_, d_head_}).permute({2, 0, 3, 1, 4});
   torch::Tensor q = qkv[0], k = qkv[1], v = qkv[2];
 
-  // Append: O(S * d) writes into the preallocated rings.
-  memory.k_raw.index_copy_(2, plan.raw_write_slots, k);
-  memory.v_raw.index_copy_(2, plan.raw_write_slots, v);
+  // Append: O(S * d) writes into the preallocated rings (float16 rings round here: each
+  // .to() is a no-op for rings of the model's float32).
+  const torch::ScalarType ring_type = memory.k_raw.scalar_type();
+  memory.k_raw.index_copy_(2, plan.raw_write_slots, k.to(ring_type));
+  memory.v_raw.index_copy_(2, plan.raw_write_slots, v.to(ring_type));
   const bool compressive = memory.k_cmp.defined();
   if (compressive && plan.new_groups > 0) {
-    torch::Tensor k_groups = memory.k_raw.index_select(2, plan.group_source_slots);
-    torch::Tensor v_groups = memory.v_raw.index_select(2, plan.group_source_slots);
+    torch::Tensor k_groups = memory.k_raw.index_select(2, plan.group_source_slots).to(torch::kFloat32);
+    torch::Tensor v_groups = memory.v_raw.index_select(2, plan.group_source_slots).to(torch::kFloat32);
     // Slots are stored detached: the compression net learns from reconstruction alone.
-    memory.k_cmp.index_copy_(2, plan.cmp_write_slots, Compress(k_groups, /*keys=*/true).detach());
-    memory.v_cmp.index_copy_(2, plan.cmp_write_slots, Compress(v_groups, /*keys=*/false).detach());
+    memory.k_cmp.index_copy_(2, plan.cmp_write_slots,
+                             Compress(k_groups, /*keys=*/true).detach().to(ring_type));
+    memory.v_cmp.index_copy_(2, plan.cmp_write_slots,
+                             Compress(v_groups, /*keys=*/false).detach().to(ring_type));
     if (is_training() && compression_ == Compression::kConv) {
       AddReconstructionLoss(q, k_groups, v_groups);
     }
@@ -315,7 +322,7 @@ torch::Tensor RelativeAttentionImpl::forward(const torch::Tensor& x, memory::Lay
   // Position scores for every distance, then picked per key: [B, H, S, D']
   torch::Tensor by_distance = torch::matmul(qv, table.transpose(1, 2).unsqueeze(0));
 
-  torch::Tensor k_raw = memory.k_raw.narrow(2, 0, raw_used);
+  torch::Tensor k_raw = memory.k_raw.narrow(2, 0, raw_used).to(torch::kFloat32);
   // [B, H, S, raw_used]
   torch::Tensor scores =
       torch::matmul(qu, k_raw.transpose(2, 3)) +
@@ -323,7 +330,7 @@ torch::Tensor RelativeAttentionImpl::forward(const torch::Tensor& x, memory::Lay
   torch::Tensor mask = plan.raw_mask.narrow(3, 0, raw_used);  // [R, 1, S, raw_used (+ cmp_used)]
   if (cmp_used > 0) {
     torch::Tensor cmp_scores =
-        torch::matmul(qu, memory.k_cmp.narrow(2, 0, cmp_used).transpose(2, 3)) +
+        torch::matmul(qu, memory.k_cmp.narrow(2, 0, cmp_used).to(torch::kFloat32).transpose(2, 3)) +
         by_distance.gather(3, plan.cmp_distance.narrow(1, 0, cmp_used).expand({batch, heads_, length, cmp_used}));
     scores = torch::cat({scores, cmp_scores}, 3);
     mask = torch::cat({mask, plan.cmp_mask.narrow(3, 0, cmp_used)}, 3);
@@ -333,9 +340,11 @@ torch::Tensor RelativeAttentionImpl::forward(const torch::Tensor& x, memory::Lay
   torch::Tensor probs = torch::softmax(scores, 3);
 
   // [B, H, S, dh]
-  torch::Tensor y = torch::matmul(probs.narrow(3, 0, raw_used), memory.v_raw.narrow(2, 0, raw_used));
+  torch::Tensor y = torch::matmul(probs.narrow(3, 0, raw_used),
+                                  memory.v_raw.narrow(2, 0, raw_used).to(torch::kFloat32));
   if (cmp_used > 0) {
-    y = y + torch::matmul(probs.narrow(3, raw_used, cmp_used), memory.v_cmp.narrow(2, 0, cmp_used));
+    y = y + torch::matmul(probs.narrow(3, raw_used, cmp_used),
+                          memory.v_cmp.narrow(2, 0, cmp_used).to(torch::kFloat32));
   }
   if (knn_scale_.defined() && (memory.k_knn.defined() || memory.knn_store != nullptr)) {
     y = MixKnn(q, k, v, y, memory, plan);

@@ -14,15 +14,23 @@
 namespace mnemo::model {
 namespace {
 
-// ring[0, :, slot, :] = x[row] for a host float32 ring [1, H, capacity, dh] and x [B, H, dh]
-// (rows of dh contiguous): what index_copy_ does, without the op.
+// ring[0, :, slot, :] = x[row] for a host float32 or float16 ring [1, H, capacity, dh] and x
+// [B, H, dh] float32 (rows of dh contiguous): what index_copy_ does (with .to(kHalf) for a
+// float16 ring: the same rounding), without the ops.
 void WriteSlotHost(const torch::Tensor& x, int64_t row, const torch::Tensor& slots,
                    torch::Tensor& ring) {
   TORCH_CHECK(ring.is_contiguous() && x.stride(2) == 1 && x.scalar_type() == torch::kFloat32,
-              "host ring write needs a contiguous float32 ring");
+              "host ring write needs a contiguous ring and float32 rows");
   const int64_t slot = slots.data_ptr<int64_t>()[0];
   const int64_t heads = ring.size(1), capacity = ring.size(2), dh = ring.size(3);
   const float* source = x.data_ptr<float>() + row * x.stride(0);
+  if (ring.scalar_type() == torch::kFloat16) {
+    auto* target = reinterpret_cast<uint16_t*>(ring.data_ptr<at::Half>());
+    for (int64_t h = 0; h < heads; ++h) {
+      FloatsToHalves(source + h * x.stride(1), target + (h * capacity + slot) * dh, dh);
+    }
+    return;
+  }
   float* target = ring.data_ptr<float>();
   for (int64_t h = 0; h < heads; ++h) {
     std::memcpy(target + (h * capacity + slot) * dh, source + h * x.stride(1), dh * sizeof(float));
@@ -43,12 +51,12 @@ void RelativeAttentionImpl::DecodeAppend(const torch::Tensor& k, const torch::Te
       WriteSlotHost(k, r, plan.raw_write_slots, m.k_raw);
       WriteSlotHost(v, r, plan.raw_write_slots, m.v_raw);
     } else {
-      m.k_raw.index_copy_(2, plan.raw_write_slots, k.narrow(0, r, 1).unsqueeze(2));
-      m.v_raw.index_copy_(2, plan.raw_write_slots, v.narrow(0, r, 1).unsqueeze(2));
+      m.k_raw.index_copy_(2, plan.raw_write_slots, k.narrow(0, r, 1).unsqueeze(2).to(m.k_raw.scalar_type()));
+      m.v_raw.index_copy_(2, plan.raw_write_slots, v.narrow(0, r, 1).unsqueeze(2).to(m.v_raw.scalar_type()));
     }
     if (m.k_cmp.defined() && plan.new_groups > 0) {
-      k_groups.push_back(m.k_raw.index_select(2, plan.group_source_slots));
-      v_groups.push_back(m.v_raw.index_select(2, plan.group_source_slots));
+      k_groups.push_back(m.k_raw.index_select(2, plan.group_source_slots).to(torch::kFloat32));
+      v_groups.push_back(m.v_raw.index_select(2, plan.group_source_slots).to(torch::kFloat32));
       group_rows.push_back(r);
     }
   }
@@ -59,8 +67,8 @@ void RelativeAttentionImpl::DecodeAppend(const torch::Tensor& k, const torch::Te
     for (size_t g = 0; g < group_rows.size(); ++g) {
       memory::LayerMemory& m = rows.memories[group_rows[g]]->layer(layer);
       const memory::SegmentPlan& plan = rows.plans[group_rows[g]];
-      m.k_cmp.index_copy_(2, plan.cmp_write_slots, ck.narrow(0, g, 1));
-      m.v_cmp.index_copy_(2, plan.cmp_write_slots, cv.narrow(0, g, 1));
+      m.k_cmp.index_copy_(2, plan.cmp_write_slots, ck.narrow(0, g, 1).to(m.k_cmp.scalar_type()));
+      m.v_cmp.index_copy_(2, plan.cmp_write_slots, cv.narrow(0, g, 1).to(m.v_cmp.scalar_type()));
     }
   }
   if (knn_scale_.defined()) {
@@ -92,7 +100,7 @@ torch::Tensor RelativeAttentionImpl::DecodeAttendPerRow(const torch::Tensor& qu,
     memory::LayerMemory& m = rows.memories[r]->layer(layer);
     const std::vector<RingSpan>& spans = rows.spans[r];
     auto slice = [&](const torch::Tensor& ring, const RingSpan& span) {  // [H, length, dh]
-      return ring[0].narrow(1, span.start, span.length);
+      return ring[0].narrow(1, span.start, span.length).to(torch::kFloat32);
     };
     torch::Tensor query = qu.narrow(1, a, 1);  // [H, 1, dh]
     // Only the slots this query may see: nothing masked is read.
@@ -131,13 +139,14 @@ torch::Tensor RelativeAttentionImpl::DecodeAttendHost(const torch::Tensor& q,
     HostAttentionRow view;
     view.query = q.data_ptr<float>() + static_cast<int64_t>(a) * q.stride(0);  // [A, H, dh]
     view.query_head_stride = q.stride(1);
-    view.k_raw = m.k_raw.data_ptr<float>();
-    view.v_raw = m.v_raw.data_ptr<float>();
+    view.ring_type = HostRingType(m.k_raw);
+    view.k_raw = m.k_raw.data_ptr();
+    view.v_raw = m.v_raw.data_ptr();
     view.raw_capacity = m.k_raw.size(2);
     if (m.k_cmp.defined()) {
       TORCH_CHECK(m.k_cmp.is_contiguous() && m.v_cmp.is_contiguous(), "host attention: rings must be contiguous");
-      view.k_cmp = m.k_cmp.data_ptr<float>();
-      view.v_cmp = m.v_cmp.data_ptr<float>();
+      view.k_cmp = m.k_cmp.data_ptr();
+      view.v_cmp = m.v_cmp.data_ptr();
       view.cmp_capacity = m.k_cmp.size(2);
     }
     view.spans = rows.spans[r];
@@ -165,13 +174,13 @@ torch::Tensor RelativeAttentionImpl::DecodeAttendPadded(const torch::Tensor& qu,
   std::vector<torch::Tensor> k_raw, v_raw, k_cmp, v_cmp;  // each [1, H, raw or cmp, dh]
   for (int64_t r : active.rows) {
     memory::LayerMemory& m = rows.memories[r]->layer(layer);
-    k_raw.push_back(m.k_raw.narrow(2, 0, raw));
-    v_raw.push_back(m.v_raw.narrow(2, 0, raw));
+    k_raw.push_back(m.k_raw.narrow(2, 0, raw).to(torch::kFloat32));
+    v_raw.push_back(m.v_raw.narrow(2, 0, raw).to(torch::kFloat32));
     if (cmp > 0) {
       // A row without a compressed memory pads with zeros; its index masks them all.
       const bool has = m.k_cmp.defined();
-      k_cmp.push_back(has ? m.k_cmp.narrow(2, 0, cmp) : rows.padded_zeros);
-      v_cmp.push_back(has ? m.v_cmp.narrow(2, 0, cmp) : rows.padded_zeros);
+      k_cmp.push_back(has ? m.k_cmp.narrow(2, 0, cmp).to(torch::kFloat32) : rows.padded_zeros);
+      v_cmp.push_back(has ? m.v_cmp.narrow(2, 0, cmp).to(torch::kFloat32) : rows.padded_zeros);
     }
   }
   torch::Tensor query = qu.transpose(0, 1).unsqueeze(2);  // [A, H, 1, dh]

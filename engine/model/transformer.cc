@@ -38,7 +38,8 @@ TransformerImpl::TransformerImpl(const ModelConfig& config) : config_(config) {
 memory::SessionMemory TransformerImpl::NewMemory(int batch, const torch::Device& device,
                                                 bool compressive, int knn_mem_len,
                                                 bool knn_store,
-                                                int64_t knn_exact_threshold) const {
+                                                int64_t knn_exact_threshold,
+                                                bool half_rings) const {
   memory::MemoryShape shape;
   shape.batch = batch;
   shape.layers = config_.n_layers;
@@ -53,6 +54,7 @@ memory::SessionMemory TransformerImpl::NewMemory(int batch, const torch::Device&
   shape.knn_exact_threshold = knn_exact_threshold;
   shape.cmem_rate = config_.cmem_rate;
   shape.max_distance = config_.MaxDistance();
+  shape.half_rings = half_rings;
   return memory::SessionMemory::Create(shape,
                                        torch::TensorOptions().dtype(torch::kFloat32).device(device));
 }

@@ -54,10 +54,10 @@ class TransformerImpl : public torch::nn::Module {
   // knn_mem_len < 0 = the config's; 0 = no kNN memory. compressive=false drops the
   // compressed memory. knn_store: the kNN entries go to a knn::KnnMemory (batch 1, exact up to
   // knn_exact_threshold entries (0 = its default), then FAISS IVF) instead of the dense ring
-  // training uses (see MemoryShape).
+  // training uses (see MemoryShape). half_rings: MemoryShape::half_rings.
   memory::SessionMemory NewMemory(int batch, const torch::Device& device, bool compressive = true,
                                   int knn_mem_len = -1, bool knn_store = false,
-                                  int64_t knn_exact_threshold = 0) const;
+                                  int64_t knn_exact_threshold = 0, bool half_rings = false) const;
 
   // Pieces for callers that run the layers themselves (BatchDecoder's batched decode step).
   int num_layers() const { return static_cast<int>(blocks_.size()); }

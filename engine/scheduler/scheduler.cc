@@ -17,8 +17,10 @@
 namespace mnemo::scheduler {
 namespace {
 
-model::MemoryOptions MakeMemoryOptions(const KnnLimits& knn, const model::ModelConfig& model) {
+model::MemoryOptions MakeMemoryOptions(const KnnLimits& knn, bool half_rings,
+                                       const model::ModelConfig& model) {
   model::MemoryOptions options;
+  options.half_rings = half_rings;
   options.knn_mem_len = static_cast<int>(knn.default_capacity > 0 ? knn.default_capacity
                                                                    : model.knn_mem_len);
   options.knn_exact_threshold = knn.exact_threshold;
@@ -33,7 +35,7 @@ Scheduler::Scheduler(SchedulerConfig config, std::unique_ptr<model::Model> model
       model_(std::move(model)),
       decoder_(*model_, model::ParallelDecoderOptions{{}, config_.decode_threads,
                                                        config_.decode_min_shard_rows}),
-      memory_options_(MakeMemoryOptions(config_.knn, model_->config())),
+      memory_options_(MakeMemoryOptions(config_.knn, config_.half_rings, model_->config())),
       sessions_(config_.sessions,
                 [this](int64_t knn_capacity) {
                   model::MemoryOptions options = memory_options_;

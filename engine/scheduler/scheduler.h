@@ -77,6 +77,8 @@ struct SchedulerConfig {
   std::function<void(int rows)> decode_batch_observer;
   session::SessionStoreConfig sessions;
   KnnLimits knn;
+  // Sessions' attention rings in float16 (model::MemoryOptions::half_rings).
+  bool half_rings = false;
   absl::Duration sweep_interval = absl::Seconds(1);
   session::SessionStore::Clock clock = absl::Now;
   std::string model_name;  // reported in SessionInfo

@@ -39,6 +39,8 @@
 
 ABSL_FLAG(std::string, model, "models/mnemo-stdlib", "model directory");
 ABSL_FLAG(std::string, batch_sizes, "1,4,16,64", "sessions per step, comma-separated");
+ABSL_FLAG(std::string, kv_dtype, "float32",
+          "element type of the sessions' attention rings: float32 or float16");
 ABSL_FLAG(std::string, thresholds, "2,0.9,0.8", "CALM thresholds (> 1 = no early exit)");
 ABSL_FLAG(std::string, exit_measure, "softmax",
           "CALM confidence measure the thresholds apply to: softmax, saturation or classifier");
@@ -207,7 +209,9 @@ int main(int argc, char** argv) {
     s.text.assign(corpus.begin() + from, corpus.begin() + std::min(corpus.size(), from + stretch));
     const int history =
         min_history + (i * 619 + 1000) % (std::max(max_history - min_history, 0) + 1);
-    s.memory = (*model)->NewMemory();
+    mnemo::model::MemoryOptions memory_options;
+    memory_options.half_rings = absl::GetFlag(FLAGS_kv_dtype) == "float16";
+    s.memory = (*model)->NewMemory(memory_options);
     if (history > 0) {
       if (!(*model)->Forward(absl::MakeConstSpan(s.text).subspan(0, history), s.memory).ok()) return 1;
     }

@@ -57,6 +57,8 @@ ABSL_FLAG(std::string, modes, "knn,noknn,full", "which memories to time: knn, no
 ABSL_FLAG(int, knn_capacity, 65536, "kNN memory length (MemoryOptions.knn_mem_len)");
 ABSL_FLAG(int64_t, knn_exact_threshold, 0,
           "kNN entries searched exactly before FAISS IVF (0 = the memory's default, 65536)");
+ABSL_FLAG(std::string, kv_dtype, "float32",
+          "element type of the attention rings (raw and compressed): float32 or float16");
 ABSL_FLAG(int, tokens, 200, "decode tokens timed per checkpoint");
 ABSL_FLAG(int, warmup, 20, "decode tokens run before timing at each checkpoint");
 ABSL_FLAG(int64_t, full_max_history, 262144, "largest history the full-attention baseline runs");
@@ -178,6 +180,7 @@ absl::Status Run(const std::vector<int64_t>& histories, const std::vector<std::s
     options.knn = mode == "knn";
     options.knn_mem_len = absl::GetFlag(FLAGS_knn_capacity);
     options.knn_exact_threshold = absl::GetFlag(FLAGS_knn_exact_threshold);
+    options.half_rings = absl::GetFlag(FLAGS_kv_dtype) == "float16";
     mnemo::memory::SessionMemory memory = model->NewMemory(options);
     ingest.label = mode;
     for (int64_t history : histories) {

@@ -72,6 +72,9 @@ ABSL_FLAG(std::string, exit_thresholds, "0.9,0.8,0.7,0.6,0.5,0.4",
 ABSL_FLAG(int, exit_knn_mem_len, 0,
           "kNN entries for the early-exit passes (0 = the model's knn_mem_len)");
 ABSL_FLAG(bool, passkey, false, "run the passkey retrieval test");
+ABSL_FLAG(std::string, kv_dtype, "float32",
+          "element type of the memory modes' attention rings: float32, or float16 (as "
+          "mnemo-server --kv_dtype float16)");
 ABSL_FLAG(std::string, passkey_seeds, "20",
           "passkey trials per distance and setting: one count, or one per distance");
 ABSL_FLAG(std::string, passkey_distances, "8192,32768,131072", "passkey filler bytes");
@@ -212,8 +215,16 @@ int Run(int argc, char** argv) {
 
   // Plan every pass first so the progress meter knows the total work.
   std::vector<ev::MemoryMode> modes = ev::PlanMemoryModes(report.config, knn_sizes);
+  const std::string kv_dtype = absl::GetFlag(FLAGS_kv_dtype);
+  if (kv_dtype != "float32" && kv_dtype != "float16") {
+    return Fail("--kv_dtype must be float32 or float16, got '" + kv_dtype + "'");
+  }
+  if (kv_dtype == "float16") {
+    report.notes.push_back("memory modes with float16 attention rings (--kv_dtype float16)");
+  }
   std::vector<ev::MemoryMode> to_run;
   for (ev::MemoryMode& m : modes) {
+    m.options.half_rings = kv_dtype == "float16";
     const std::string pass = m.no_memory                        ? "none"
                              : m.key == "xl"                    ? "xl"
                              : m.key == "xl_cmem"               ? "cmem"

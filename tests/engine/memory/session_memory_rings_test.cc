@@ -80,6 +80,51 @@ TEST_P(SessionMemoryRingsTest, CloneCopiesEveryRingIntoItsOwnRegion) {
   EXPECT_TRUE(torch::equal(*original[0], before));
 }
 
+TEST(SessionMemoryHalfRingsTest, AttentionRingsInFloat16HoldHalfTheBytes) {
+  MemoryShape shape = ServingShape(/*dense_knn=*/false);
+  SessionMemory full = SessionMemory::Create(shape, torch::kFloat32);
+  shape.half_rings = true;
+  SessionMemory half = SessionMemory::Create(shape, torch::kFloat32);
+  for (int i = 0; i < half.num_layers(); ++i) {
+    for (const torch::Tensor* ring : half.layer(i).rings()) {
+      if (!ring->defined()) continue;
+      EXPECT_EQ(ring->scalar_type(), torch::kFloat16) << "layer " << i;
+      EXPECT_EQ(ring->to(torch::kFloat32).count_nonzero().item<int64_t>(), 0);
+    }
+  }
+  EXPECT_EQ(Address(half.layer(0).k_raw) % util::kHugePageBytes, 0u);
+  const int64_t store = full.layer(3).knn_store->bytes();
+  EXPECT_EQ(half.layer(3).knn_store->bytes(), store);
+  EXPECT_EQ(half.bytes() - store, (full.bytes() - store) / 2);
+}
+
+TEST(SessionMemoryHalfRingsTest, CloneKeepsFloat16RingsValueForValue) {
+  MemoryShape shape = ServingShape(/*dense_knn=*/true);  // float32 kNN rings beside float16 ones
+  shape.half_rings = true;
+  SessionMemory memory = SessionMemory::Create(shape, torch::kFloat32);
+  torch::manual_seed(4);
+  for (const torch::Tensor* ring : Rings(memory)) {
+    const_cast<torch::Tensor*>(ring)->copy_(torch::randn(ring->sizes()));
+  }
+  EXPECT_EQ(memory.layer(3).k_knn.scalar_type(), torch::kFloat32);
+  SessionMemory copy = memory.Clone();
+  std::vector<const torch::Tensor*> original = Rings(memory), copied = Rings(copy);
+  ASSERT_EQ(copied.size(), original.size());
+  for (size_t i = 0; i < original.size(); ++i) {
+    EXPECT_EQ(copied[i]->scalar_type(), original[i]->scalar_type()) << "ring " << i;
+    EXPECT_TRUE(torch::equal(copied[i]->to(torch::kFloat32), original[i]->to(torch::kFloat32)))
+        << "ring " << i;
+    EXPECT_NE(copied[i]->data_ptr(), original[i]->data_ptr());
+  }
+}
+
+TEST(SessionMemoryHalfRingsTest, Float16RingsAreForInferenceOnly) {
+  MemoryShape shape = ServingShape(/*dense_knn=*/true);
+  shape.half_rings = true;
+  EXPECT_THROW(SessionMemory::Create(shape, torch::TensorOptions().requires_grad(true)),
+               c10::Error);
+}
+
 INSTANTIATE_TEST_SUITE_P(Knn, SessionMemoryRingsTest, ::testing::Values(false, true),
                          [](const auto& info) { return info.param ? "DenseRing" : "Store"; });
 

@@ -9,7 +9,10 @@
 #include <ATen/Context.h>
 #include <torch/types.h>
 
+#include <cstdint>
+#include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine/model/cpu_kernels.h"
@@ -19,7 +22,9 @@ namespace mnemo::model {
 namespace {
 
 struct RowData {
-  torch::Tensor k_raw, v_raw, k_cmp, v_cmp;  // [H, capacity, dh]
+  torch::Tensor k_raw, v_raw, k_cmp, v_cmp;  // [H, capacity, dh] float32 (what the kernel reads)
+  // The same rounded to float16, as the kernel is given them when the row has float16 rings.
+  torch::Tensor k_raw_half, v_raw_half, k_cmp_half, v_cmp_half;
   std::vector<RingSpan> spans;
   std::vector<int64_t> distances;
 };
@@ -41,8 +46,10 @@ torch::Tensor Reference(const torch::Tensor& qu, const torch::Tensor& qv,
   return (torch::softmax(scores, -1).unsqueeze(-1) * v).sum(1);                          // [H, dh]
 }
 
+// With `half`, two rows of every three have float16 rings (the reference reads the same values
+// widened), the third float32 ones: one call mixes both, as a step whose sessions differ would.
 void CheckAgainstReference(int64_t heads, int64_t dh, int64_t raw_capacity, int64_t cmp_capacity,
-                           int rows_count, int64_t table_rows) {
+                           int rows_count, int64_t table_rows, bool half = false) {
   at::manual_seed(7);
   std::vector<RowData> rows(rows_count);
   for (int a = 0; a < rows_count; ++a) {
@@ -52,6 +59,17 @@ void CheckAgainstReference(int64_t heads, int64_t dh, int64_t raw_capacity, int6
     if (a % 2 == 0) {  // every other row has a compressed memory
       row.k_cmp = torch::randn({heads, cmp_capacity, dh});
       row.v_cmp = torch::randn({heads, cmp_capacity, dh});
+    }
+    if (half && a % 3 != 2) {
+      const std::pair<torch::Tensor*, torch::Tensor*> rings[] = {{&row.k_raw, &row.k_raw_half},
+                                                                 {&row.v_raw, &row.v_raw_half},
+                                                                 {&row.k_cmp, &row.k_cmp_half},
+                                                                 {&row.v_cmp, &row.v_cmp_half}};
+      for (const auto& [ring, rounded] : rings) {
+        if (!ring->defined()) continue;
+        *rounded = ring->to(torch::kFloat16);
+        *ring = rounded->to(torch::kFloat32);
+      }
     }
     // Row a sees a window that wraps around the raw ring when a is odd.
     const int64_t length = 1 + (a * 7) % raw_capacity;
@@ -83,12 +101,14 @@ void CheckAgainstReference(int64_t heads, int64_t dh, int64_t raw_capacity, int6
     HostAttentionRow view;
     view.query = q.data_ptr<float>() + a * q.stride(0);
     view.query_head_stride = q.stride(1);
-    view.k_raw = row.k_raw.data_ptr<float>();
-    view.v_raw = row.v_raw.data_ptr<float>();
+    const bool half_row = row.k_raw_half.defined();
+    view.ring_type = half_row ? RingType::kFloat16 : RingType::kFloat32;
+    view.k_raw = (half_row ? row.k_raw_half : row.k_raw).data_ptr();
+    view.v_raw = (half_row ? row.v_raw_half : row.v_raw).data_ptr();
     view.raw_capacity = raw_capacity;
     if (row.k_cmp.defined()) {
-      view.k_cmp = row.k_cmp.data_ptr<float>();
-      view.v_cmp = row.v_cmp.data_ptr<float>();
+      view.k_cmp = (half_row ? row.k_cmp_half : row.k_cmp).data_ptr();
+      view.v_cmp = (half_row ? row.v_cmp_half : row.v_cmp).data_ptr();
       view.cmp_capacity = cmp_capacity;
     }
     view.spans = row.spans;
@@ -142,7 +162,7 @@ TEST_P(HostAttentionTest, ARowThatSeesNothingGetsZeros) {
   HostAttention(u.data_ptr<float>(), vb.data_ptr<float>(), table.data_ptr<float>(),
                 HostAttentionShape{heads, dh, table_rows, 0.5f}, views, y.data_ptr<float>());
   EXPECT_EQ(y[0].abs().max().item<float>(), 0.0f);
-  RowData row{k, v, torch::Tensor(), torch::Tensor(), spans, distances};
+  RowData row{k, v, torch::Tensor(), torch::Tensor(), {}, {}, {}, {}, spans, distances};
   torch::Tensor expected = Reference(((q[1] + u) * 0.5f), ((q[1] + vb) * 0.5f), table, row);
   EXPECT_LT((y[1].view({heads, dh}) - expected).abs().max().item<float>(), 1e-5);
 }
@@ -154,6 +174,39 @@ TEST_P(HostAttentionTest, SameResultWithOneThreadAndWithTwo) {
   at::set_num_threads(2);
   CheckAgainstReference(4, 64, 128, 32, 16, 300);
   at::set_num_threads(threads);
+}
+
+TEST_P(HostAttentionTest, Float16RingsAreReadAsTheirWidenedValues) {
+  // Tails, wrapped rings, compressed slots, many rows (the parallel path), and rows of both
+  // ring types in one call; then the serving shape (d_head 64).
+  CheckAgainstReference(3, 12, 96, 24, 33, 120, /*half=*/true);
+  CheckAgainstReference(2, 20, 40, 7, 9, 64, /*half=*/true);
+  CheckAgainstReference(4, 64, 128, 32, 16, 300, /*half=*/true);
+}
+
+TEST_P(HostAttentionTest, FloatsToHalvesRoundsAsLibTorchDoes) {
+  // Ties, values below float16's normal range (subnormal results, and ones that round to 0),
+  // beyond its largest finite value, infinities and NaN; lengths that leave vector tails.
+  at::manual_seed(3);
+  torch::Tensor x = torch::cat({torch::randn({997}) * 4.0f, torch::randn({64}) * 1e-6f,
+                                torch::randn({64}) * 1e-9f, torch::randn({32}) * 1e5f,
+                                torch::tensor({1.0f + 1.0f / 2048, 1.0f + 3.0f / 2048, 65504.0f,
+                                               65520.0f, -0.0f, 6.0e-8f, 2.9e-8f,
+                                               std::numeric_limits<float>::infinity(),
+                                               -std::numeric_limits<float>::infinity()})});
+  const torch::Tensor expected = x.to(torch::kFloat16);
+  for (int64_t n : {x.numel(), int64_t{1}, int64_t{15}, int64_t{17}}) {
+    torch::Tensor got = torch::full({n}, 7.0f).to(torch::kFloat16);
+    FloatsToHalves(x.data_ptr<float>(), reinterpret_cast<uint16_t*>(got.data_ptr<at::Half>()), n);
+    EXPECT_TRUE(
+        torch::equal(got.view(torch::kInt16), expected.narrow(0, 0, n).view(torch::kInt16)))
+        << n << " values";
+  }
+  float nan = std::numeric_limits<float>::quiet_NaN();
+  uint16_t half = 0;
+  FloatsToHalves(&nan, &half, 1);
+  EXPECT_EQ(half & 0x7c00, 0x7c00);
+  EXPECT_NE(half & 0x03ff, 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Kernels, HostAttentionTest, ::testing::ValuesIn(AvailableCpuKernels()),

@@ -42,7 +42,10 @@ void ExpectSameAsFresh(const memory::SessionMemory& a, const memory::SessionMemo
     for (auto [p, q] : {std::pair{&x.k_raw, &y.k_raw}, {&x.v_raw, &y.v_raw},
                         {&x.k_cmp, &y.k_cmp}, {&x.v_cmp, &y.v_cmp}}) {
       ASSERT_EQ(p->defined(), q->defined()) << "layer " << i;
-      if (p->defined()) EXPECT_TRUE(torch::equal(*p, *q)) << "layer " << i;
+      if (p->defined()) {
+        ASSERT_EQ(p->scalar_type(), q->scalar_type()) << "layer " << i;
+        EXPECT_TRUE(torch::equal(*p, *q)) << "layer " << i;
+      }
     }
     ASSERT_EQ(x.knn_store != nullptr, y.knn_store != nullptr) << "layer " << i;
     if (x.knn_store != nullptr) {
@@ -59,19 +62,28 @@ class MemoryRecycleTest : public ::testing::Test {
 };
 
 TEST_F(MemoryRecycleTest, ClearedMemoryEqualsAFreshOne) {
-  for (int length : {1, 7, 30, 200}) {  // within the raw window, past it, many times round
-    memory::SessionMemory used = model_->NewMemory();
-    const std::vector<int> text = Text(length);
-    ASSERT_TRUE(model_->Forward(text, used).ok());
-    if (length == 200) ASSERT_GT(used.compressed_slots(), 0);
-    used.Clear();
-    ExpectSameAsFresh(used, model_->NewMemory());
-    // And it behaves as one: the same text gives the same log-probs, bit for bit.
-    memory::SessionMemory fresh = model_->NewMemory();
-    auto again = model_->Forward(text, used);
-    auto first = model_->Forward(text, fresh);
-    ASSERT_TRUE(again.ok() && first.ok());
-    EXPECT_TRUE(torch::equal(*again, *first)) << "length " << length;
+  MemoryOptions half;
+  half.half_rings = true;
+  for (const MemoryOptions& options : {MemoryOptions{}, half}) {  // float32 and float16 rings
+    for (int length : {1, 7, 30, 200}) {  // within the raw window, past it, many times round
+      const std::string what =
+          "length " + std::to_string(length) + (options.half_rings ? ", float16" : "");
+      memory::SessionMemory used = model_->NewMemory(options);
+      const std::vector<int> text = Text(length);
+      ASSERT_TRUE(model_->Forward(text, used).ok());
+      if (length == 200) {
+        ASSERT_GT(used.compressed_slots(), 0);
+      }
+      used.Clear();
+      SCOPED_TRACE(what);
+      ExpectSameAsFresh(used, model_->NewMemory(options));
+      // And it behaves as one: the same text gives the same log-probs, bit for bit.
+      memory::SessionMemory fresh = model_->NewMemory(options);
+      auto again = model_->Forward(text, used);
+      auto first = model_->Forward(text, fresh);
+      ASSERT_TRUE(again.ok() && first.ok());
+      EXPECT_TRUE(torch::equal(*again, *first)) << what;
+    }
   }
 }
 

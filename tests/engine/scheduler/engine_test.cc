@@ -33,10 +33,11 @@ class EngineTest : public ::testing::Test {
     std::filesystem::remove_all(*dir_);
     delete dir_;
   }
-  std::unique_ptr<Engine> MakeEngine() {
+  std::unique_ptr<Engine> MakeEngine(const std::string& kv_dtype = "float32") {
     EngineConfig config;
     config.model_dir = *dir_;
     config.threads = 1;
+    config.kv_dtype = kv_dtype;
     absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(config);
     EXPECT_TRUE(engine.ok()) << engine.status();
     return engine.ok() ? std::move(*engine) : nullptr;
@@ -67,6 +68,39 @@ TEST_F(EngineTest, BadModelDirectoryIsAnError) {
   config.model_dir = *dir_;
   config.device = "toaster";
   EXPECT_EQ(Engine::Create(config).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(EngineTest, Float16AttentionMemoryHoldsFewerBytesAndServes) {
+  EngineConfig config;
+  config.model_dir = *dir_;
+  config.kv_dtype = "bfloat16";
+  absl::StatusOr<std::unique_ptr<Engine>> bad = Engine::Create(config);
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(bad.status().message(), "kv_dtype must be float32 or float16"))
+      << bad.status();
+
+  int64_t bytes[2] = {0, 0};
+  for (int half = 0; half < 2; ++half) {
+    std::unique_ptr<Engine> engine = MakeEngine(half ? "float16" : "float32");
+    ASSERT_NE(engine, nullptr);
+    Waiter<absl::StatusOr<SessionInfo>> created;
+    engine->CreateSession({"s", 0}, created.Callback());
+    absl::StatusOr<SessionInfo> info = created.Wait();
+    ASSERT_TRUE(info.ok()) << info.status();
+    bytes[half] = info->memory.bytes;
+    GenerateOptions options;
+    options.session_id = "s";
+    options.prompt = "def main():\n    return";
+    options.max_new_tokens = 24;
+    options.sampling.temperature = 0.0f;  // greedy
+    Collector c;
+    ASSERT_TRUE(engine->Submit(options, c.stream()).ok());
+    std::optional<GenerateFinal> final = c.Wait();
+    ASSERT_TRUE(final.has_value());
+    EXPECT_EQ(final->reason, FinishReason::kLength);
+    EXPECT_EQ(c.ids().size(), 24u);
+  }
+  EXPECT_LT(bytes[1], bytes[0]);  // the kNN memory stays float32: not half of the total
 }
 
 TEST_F(EngineTest, GeneratesInASessionAndValidatesSynchronously) {
