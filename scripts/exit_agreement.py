@@ -43,6 +43,15 @@ def prompts(model_dir: str, count: int, chars: int) -> list:
 CALIBRATED = "calibrated"
 
 
+def agreement(ids, ref):
+    """(tokens of `ids` equal to `ref` at the same position, length of their common prefix)."""
+    equal = sum(a == b for a, b in zip(ids, ref))
+    k = 0
+    while k < min(len(ids), len(ref)) and ids[k] == ref[k]:
+        k += 1
+    return equal, k
+
+
 def run(client, prompt, n, threshold, measure=None):
     """threshold None = full depth; CALIBRATED = early exit at the model's threshold."""
     kwargs = {}
@@ -88,12 +97,10 @@ def main() -> int:
             layer_sum = layer_count = 0
             for p, ref in zip(texts, full):
                 ids, layers = run(client, p, args.max_new_tokens, threshold, args.measure)
-                equal += sum(a == b for a, b in zip(ids, ref))
+                same, common = agreement(ids, ref)
+                equal += same
                 total += len(ref)
-                k = 0
-                while k < min(len(ids), len(ref)) and ids[k] == ref[k]:
-                    k += 1
-                prefix += k
+                prefix += common
                 layer_sum += sum(layers)
                 layer_count += len(layers)
             print(f"| {threshold} | {layer_sum / layer_count:.2f} | {equal / total:.1%} | "

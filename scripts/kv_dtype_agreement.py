@@ -23,7 +23,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "clients",
                                 "python"))
 
-from exit_agreement import prompts, run  # noqa: E402
+from exit_agreement import agreement, prompts, run  # noqa: E402
 from mnemo_client import Client  # noqa: E402
 
 
@@ -50,12 +50,10 @@ def main() -> int:
         for i, text in enumerate(texts):
             ref = run(reference, text, args.max_new_tokens, None)[0]
             ids = run(other, text, args.max_new_tokens, None)[0]
-            equal += sum(a == b for a, b in zip(ids, ref))
+            same, common = agreement(ids, ref)
+            equal += same
             total += len(ref)
-            k = 0
-            while k < min(len(ids), len(ref)) and ids[k] == ref[k]:
-                k += 1
-            prefix += k
+            prefix += common
             identical += ids == ref
             print(f"\rprompt {i + 1}/{len(texts)}", end="", file=sys.stderr, flush=True)
     print(file=sys.stderr)

@@ -97,8 +97,8 @@ DecodeRows PrepareDecodeRows(absl::Span<memory::SessionMemory* const> memories,
     state.padded_index = torch::stack(padded, 0).view({batch, 1, 1, -1});
     if (state.padded_cmp > 0) {
       const memory::MemoryShape& s = memories[0]->shape();
-      state.padded_zeros =
-          torch::zeros({1, s.heads, state.padded_cmp, s.d_head}, ring.options().dtype(torch::kFloat32));
+      state.padded_zeros = torch::zeros({1, s.heads, state.padded_cmp, s.d_head},
+                                        ring.options().dtype(torch::kFloat32));
     }
   }
   return state;

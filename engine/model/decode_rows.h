@@ -22,8 +22,8 @@ namespace mnemo::model {
 // How rows with different memories attend (measured in tools/decode_batch_bench).
 enum class AttentionLayout {
   // One attention per row over just the slots its query may see (at most two runs per ring):
-  // no copies and no masked reads. With float32 or float16 rings on the CPU, one pass of host_attention.h
-  // over every row in place; elsewhere (another device or dtype) as kPerRowOps.
+  // no copies and no masked reads. With float32 or float16 rings on the CPU, one pass of
+  // host_attention.h over every row in place; elsewhere (another device or dtype) as kPerRowOps.
   kPerRow,
   // The same per row, as a few LibTorch ops per row and layer (the path for other devices;
   // selectable on the CPU to test and time it).
@@ -53,8 +53,9 @@ struct DecodeRows {
   std::vector<std::vector<RingSpan>> spans;
   std::vector<std::vector<int64_t>> distances;
   std::vector<torch::Tensor> row_index;  // empty when `host`
-  // kPerRow with float32 or float16 rings on the CPU: attention runs in host_attention.h's kernel, which
-  // reads the rings in place (no LibTorch op per row); otherwise LibTorch ops per row.
+  // kPerRow with float32 or float16 rings on the CPU: attention runs in host_attention.h's
+  // kernel, which reads the rings in place (no LibTorch op per row); otherwise LibTorch ops per
+  // row.
   // Per-row layouts (kPerRow, kPerRowOps) fill spans/distances; kPadded the padded_* fields.
   bool host = false;
   // kPadded: [B, 1, 1, padded_raw + padded_cmp] int64 over every raw then compressed slot of

@@ -287,8 +287,10 @@ torch::Tensor RelativeAttentionImpl::forward(const torch::Tensor& x, memory::Lay
   memory.v_raw.index_copy_(2, plan.raw_write_slots, v.to(ring_type));
   const bool compressive = memory.k_cmp.defined();
   if (compressive && plan.new_groups > 0) {
-    torch::Tensor k_groups = memory.k_raw.index_select(2, plan.group_source_slots).to(torch::kFloat32);
-    torch::Tensor v_groups = memory.v_raw.index_select(2, plan.group_source_slots).to(torch::kFloat32);
+    torch::Tensor k_groups =
+        memory.k_raw.index_select(2, plan.group_source_slots).to(torch::kFloat32);
+    torch::Tensor v_groups =
+        memory.v_raw.index_select(2, plan.group_source_slots).to(torch::kFloat32);
     // Slots are stored detached: the compression net learns from reconstruction alone.
     memory.k_cmp.index_copy_(2, plan.cmp_write_slots,
                              Compress(k_groups, /*keys=*/true).detach().to(ring_type));

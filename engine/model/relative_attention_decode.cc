@@ -51,8 +51,9 @@ void RelativeAttentionImpl::DecodeAppend(const torch::Tensor& k, const torch::Te
       WriteSlotHost(k, r, plan.raw_write_slots, m.k_raw);
       WriteSlotHost(v, r, plan.raw_write_slots, m.v_raw);
     } else {
-      m.k_raw.index_copy_(2, plan.raw_write_slots, k.narrow(0, r, 1).unsqueeze(2).to(m.k_raw.scalar_type()));
-      m.v_raw.index_copy_(2, plan.raw_write_slots, v.narrow(0, r, 1).unsqueeze(2).to(m.v_raw.scalar_type()));
+      const torch::ScalarType type = m.k_raw.scalar_type();
+      m.k_raw.index_copy_(2, plan.raw_write_slots, k.narrow(0, r, 1).unsqueeze(2).to(type));
+      m.v_raw.index_copy_(2, plan.raw_write_slots, v.narrow(0, r, 1).unsqueeze(2).to(type));
     }
     if (m.k_cmp.defined() && plan.new_groups > 0) {
       k_groups.push_back(m.k_raw.index_select(2, plan.group_source_slots).to(torch::kFloat32));

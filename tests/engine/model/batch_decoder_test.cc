@@ -153,6 +153,18 @@ class BatchDecoderTest : public ::testing::TestWithParam<AttentionLayout> {
     }
   }
 
+  // `steps` batched steps of every session in `owned` against their solo twins, then
+  // ExpectSessionsAgree.
+  void StepTogetherAndCompare(const std::vector<std::unique_ptr<Session>>& owned, int steps) {
+    std::vector<Session*> sessions;
+    for (const auto& s : owned) sessions.push_back(s.get());
+    BatchDecoder decoder(*model_, {GetParam()});
+    for (int step = 0; step < steps; ++step) {
+      StepAndCompare(sessions, decoder, "step " + std::to_string(step));
+    }
+    ExpectSessionsAgree(sessions);
+  }
+
   std::unique_ptr<Model> model_;
 };
 
@@ -161,13 +173,7 @@ TEST_P(BatchDecoderTest, MatchesSoloForwardAtMixedHistories) {
   // group boundaries (rate 4) in every row and wrap the raw ring (32 slots) in the long ones.
   std::vector<std::unique_ptr<Session>> owned;
   for (int history : {0, 5, 300, 700, 2000}) owned.push_back(Primed(history, history + 1));
-  std::vector<Session*> sessions;
-  for (auto& s : owned) sessions.push_back(s.get());
-  BatchDecoder decoder(*model_, {GetParam()});
-  for (int step = 0; step < 9; ++step) {
-    StepAndCompare(sessions, decoder, "step " + std::to_string(step));
-  }
-  ExpectSessionsAgree(sessions);
+  StepTogetherAndCompare(owned, 9);
 }
 
 TEST_P(BatchDecoderTest, RowsWithDifferentMemoryOptionsShareAStep) {
@@ -180,13 +186,7 @@ TEST_P(BatchDecoderTest, RowsWithDifferentMemoryOptionsShareAStep) {
   owned.push_back(Primed(90, 4, no_knn));
   owned.push_back(Primed(200, 5, small_knn));
   owned.push_back(Primed(3, 6));
-  std::vector<Session*> sessions;
-  for (auto& s : owned) sessions.push_back(s.get());
-  BatchDecoder decoder(*model_, {GetParam()});
-  for (int step = 0; step < 6; ++step) {
-    StepAndCompare(sessions, decoder, "step " + std::to_string(step));
-  }
-  ExpectSessionsAgree(sessions);
+  StepTogetherAndCompare(owned, 6);
 }
 
 TEST_P(BatchDecoderTest, Float16RingsMatchSoloForward) {
@@ -204,13 +204,7 @@ TEST_P(BatchDecoderTest, Float16RingsMatchSoloForward) {
   ASSERT_EQ(owned[0]->batched.layer(0).k_raw.scalar_type(), torch::kFloat16);
   ASSERT_EQ(owned[1]->batched.layer(1).v_cmp.scalar_type(), torch::kFloat16);
   ASSERT_EQ(owned[4]->batched.layer(0).k_raw.scalar_type(), torch::kFloat32);
-  std::vector<Session*> sessions;
-  for (auto& s : owned) sessions.push_back(s.get());
-  BatchDecoder decoder(*model_, {GetParam()});
-  for (int step = 0; step < 9; ++step) {
-    StepAndCompare(sessions, decoder, "step " + std::to_string(step));
-  }
-  ExpectSessionsAgree(sessions);
+  StepTogetherAndCompare(owned, 9);
 }
 
 TEST_P(BatchDecoderTest, Float16RingsStayCloseToFloat32Rings) {
