@@ -74,15 +74,12 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& confi
         ") <= max_knn_capacity (", config.max_knn_capacity, ") <= 2^30 and knn_exact_threshold (",
         config.knn_exact_threshold, ") > 0"));
   }
-  if (config.kv_dtype != "float32" && config.kv_dtype != "float16") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "kv_dtype must be float32 or float16, got '", config.kv_dtype, "'"));
-  }
+  MNEMO_ASSIGN_OR_RETURN(const bool half_rings, model::ParseKvDtype(config.kv_dtype));
   const int cores = static_cast<int>(std::thread::hardware_concurrency());
   at::set_num_threads(config.threads > 0 ? config.threads : std::max(cores, 1));
 
   MNEMO_ASSIGN_OR_RETURN(torch::Device device, ParseDevice(config.device));
-  if (config.kv_dtype == "float16" && !device.is_cpu()) {
+  if (half_rings && !device.is_cpu()) {
     return absl::InvalidArgumentError(
         absl::StrCat("kv_dtype float16 is for the CPU; device is ", device.str()));
   }
@@ -122,7 +119,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& confi
   sc.sessions.max_knn_capacity = config.max_knn_capacity;
   sc.knn.default_capacity = config.knn_capacity;
   sc.knn.exact_threshold = config.knn_exact_threshold;
-  sc.half_rings = config.kv_dtype == "float16";
+  sc.half_rings = half_rings;
   sc.model_name = info.name;
   sc.datastores = datastores;
   sc.model_id = model_id.ToString();

@@ -59,8 +59,8 @@ ABSL_FLAG(int64_t, knn_exact_threshold, 16384,
           "beyond.");
 ABSL_FLAG(std::string, kv_dtype, "float32",
           "Element type of the sessions' attention memory (keys and values): float32, or float16 "
-          "for half the memory per session and faster decoding at long histories, with "
-          "log-probs changed slightly (CPU only; see docs/results/kv_dtype.md).");
+          "for half that memory and faster decoding of many streams at once, with log-probs "
+          "changed slightly (CPU only; see docs/results/kv_dtype.md).");
 ABSL_FLAG(std::string, datastore, "",
           "A shared kNN-LM datastore built by mnemo-index for this model, as "
           "NAME=DIR[,lambda=L][,k=K][,temperature=T][,nprobe=N] (the values are what requests "

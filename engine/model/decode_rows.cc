@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "engine/model/host_attention.h"
+
 namespace mnemo::model {
 namespace {
 
@@ -37,8 +39,7 @@ DecodeRows PrepareDecodeRows(absl::Span<memory::SessionMemory* const> memories,
   const int64_t batch = static_cast<int64_t>(memories.size());
   const torch::Tensor& ring = memories[0]->layer(0).k_raw;
   const torch::Device device = ring.device();
-  state.host = layout == AttentionLayout::kPerRow && ring.device().is_cpu() &&
-               (ring.scalar_type() == torch::kFloat32 || ring.scalar_type() == torch::kFloat16);
+  state.host = layout == AttentionLayout::kPerRow && HostAttentionReads(ring);
   const int64_t masked = max_distance + 1;  // the -inf column (padded layout)
   std::vector<torch::Tensor> raw_index(batch), cmp_index(batch);  // full capacity
   for (int64_t r = 0; r < batch; ++r) {

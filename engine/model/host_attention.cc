@@ -12,10 +12,6 @@
 #include "engine/model/cpu_kernels.h"
 #include "engine/model/simd.h"
 
-// GCC 12 warns that the AVX-512 half conversions' intrinsics (avx512fintrin.h) read an
-// uninitialised operand: their "undefined" pass-through vector, which the full mask never reads.
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-
 namespace mnemo::model {
 namespace {
 
@@ -27,6 +23,10 @@ inline __attribute__((always_inline)) float RingValue(uint16_t half) {
 
 // The kernel (host_attention_kernel.inc) once per instruction set (cpu_kernels.h), each with
 // its registers' width and its own way of widening half-precision ring elements.
+// GCC 12 warns that the AVX-512 half conversions' intrinsics (avx512fintrin.h) read an
+// uninitialised operand: their "undefined" pass-through vector, which the full mask never reads.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC push_options
 #pragma GCC target("avx512f")
 namespace avx512 {
@@ -37,6 +37,7 @@ inline __attribute__((always_inline)) V LoadHalf(const uint16_t* p) {
 #include "engine/model/host_attention_kernel.inc"
 }  // namespace avx512
 #pragma GCC pop_options
+#pragma GCC diagnostic pop
 
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c")
@@ -88,6 +89,8 @@ void HostAttention(const float* u_bias, const float* v_bias, const float* table,
 
 namespace {
 
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // as for the avx512 kernel above
 __attribute__((target("avx512f"))) void FloatsToHalvesAvx512(const float* from, uint16_t* to,
                                                              int64_t n) {
   int64_t i = 0;
@@ -97,6 +100,7 @@ __attribute__((target("avx512f"))) void FloatsToHalvesAvx512(const float* from, 
   }
   for (; i < n; ++i) to[i] = c10::detail::fp16_ieee_from_fp32_value(from[i]);
 }
+#pragma GCC diagnostic pop
 
 __attribute__((target("avx2,f16c"))) void FloatsToHalvesF16c(const float* from, uint16_t* to,
                                                              int64_t n) {

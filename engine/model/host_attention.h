@@ -1,7 +1,7 @@
 // HostAttention: attention for one query position per row on the CPU, in float32, reading
 // each row's key/value rings in place (float32 rings, or float16 ones widened as they are read:
 // MemoryShape::half_rings). RelativeAttention::Decode uses it for the kPerRow layout
-// when the rings are host float32 (DecodeRows::host), and RelativeAttention::forward for a
+// when it can read the rings in place (DecodeRows::host), and RelativeAttention::forward for a
 // prompt segment at inference (PrefillAttendHost: one row per query position, all on the same
 // rings); it replaces a dozen small LibTorch ops per layer (each a dispatch, an allocation and
 // often a thread wake-up) with one pass.
@@ -32,7 +32,13 @@ namespace mnemo::model {
 // The element type of a row's rings.
 enum class RingType { kFloat32, kFloat16 };
 
-// A host ring's RingType (float32 for anything that is not float16).
+// Whether HostAttention can read `ring` in place: on the CPU, float32 or float16.
+inline bool HostAttentionReads(const torch::Tensor& ring) {
+  return ring.device().is_cpu() &&
+         (ring.scalar_type() == torch::kFloat32 || ring.scalar_type() == torch::kFloat16);
+}
+
+// The RingType of a ring HostAttentionReads.
 inline RingType HostRingType(const torch::Tensor& ring) {
   return ring.scalar_type() == torch::kFloat16 ? RingType::kFloat16 : RingType::kFloat32;
 }

@@ -175,6 +175,13 @@ std::unique_ptr<Model> Model::Random(const ModelConfig& config, uint64_t seed,
   return std::unique_ptr<Model>(new Model(config, options.device, std::move(transformer)));
 }
 
+absl::StatusOr<bool> ParseKvDtype(absl::string_view kv_dtype) {
+  if (kv_dtype == "float32") return false;
+  if (kv_dtype == "float16") return true;
+  return absl::InvalidArgumentError(
+      absl::StrCat("kv_dtype must be float32 or float16, got '", kv_dtype, "'"));
+}
+
 memory::SessionMemory Model::NewMemory(const MemoryOptions& options) const {
   {
     std::lock_guard<std::mutex> lock(recycled_mu_);

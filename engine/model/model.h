@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "engine/memory/session_memory.h"
 #include "engine/model/exit_classifier.h"
@@ -50,6 +51,10 @@ struct MemoryOptions {
            knn_exact_threshold == o.knn_exact_threshold && half_rings == o.half_rings;
   }
 };
+
+// MemoryOptions::half_rings for a `--kv_dtype` value: "float32" -> false, "float16" -> true;
+// INVALID_ARGUMENT naming both for anything else.
+absl::StatusOr<bool> ParseKvDtype(absl::string_view kv_dtype);
 
 // Result of an early-exit forward pass (CALM with state propagation).
 struct ExitForward {

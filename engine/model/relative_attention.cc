@@ -214,8 +214,7 @@ bool RelativeAttentionImpl::PrefillOnHost(const torch::Tensor& x,
                                           const memory::LayerMemory& memory) const {
   return position_table_.defined() && !torch::GradMode::is_enabled() && x.size(0) == 1 &&
          x.device().is_cpu() && x.scalar_type() == torch::kFloat32 &&
-         (memory.k_raw.scalar_type() == torch::kFloat32 ||
-          memory.k_raw.scalar_type() == torch::kFloat16) &&
+         HostAttentionReads(memory.k_raw) &&
          memory.k_raw.is_contiguous() && memory.v_raw.is_contiguous() &&
          (!memory.k_cmp.defined() || (memory.k_cmp.is_contiguous() && memory.v_cmp.is_contiguous()));
 }

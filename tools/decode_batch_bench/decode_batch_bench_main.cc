@@ -188,6 +188,13 @@ int main(int argc, char** argv) {
     return 2;
   }
   const mnemo::model::ExitMeasure measure = *parsed_measure;
+  const absl::StatusOr<bool> half_rings = mnemo::model::ParseKvDtype(absl::GetFlag(FLAGS_kv_dtype));
+  if (!half_rings.ok()) {
+    std::fprintf(stderr, "--kv_dtype: %s\n", half_rings.status().ToString().c_str());
+    return 2;
+  }
+  mnemo::model::MemoryOptions memory_options;
+  memory_options.half_rings = *half_rings;
   if (absl::Status s = (*model)->CheckExitMeasure(measure); !s.ok()) {
     std::fprintf(stderr, "--exit_measure: %s\n", s.ToString().c_str());
     return 2;
@@ -209,8 +216,6 @@ int main(int argc, char** argv) {
     s.text.assign(corpus.begin() + from, corpus.begin() + std::min(corpus.size(), from + stretch));
     const int history =
         min_history + (i * 619 + 1000) % (std::max(max_history - min_history, 0) + 1);
-    mnemo::model::MemoryOptions memory_options;
-    memory_options.half_rings = absl::GetFlag(FLAGS_kv_dtype) == "float16";
     s.memory = (*model)->NewMemory(memory_options);
     if (history > 0) {
       if (!(*model)->Forward(absl::MakeConstSpan(s.text).subspan(0, history), s.memory).ok()) return 1;

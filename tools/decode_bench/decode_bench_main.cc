@@ -171,6 +171,8 @@ absl::Status Run(const std::vector<int64_t>& histories, const std::vector<std::s
   mnemo::tools::IngestOptions ingest;
   ingest.chunk = absl::GetFlag(FLAGS_chunk);
 
+  MNEMO_ASSIGN_OR_RETURN(const bool half_rings,
+                         mnemo::model::ParseKvDtype(absl::GetFlag(FLAGS_kv_dtype)));
   for (const std::string& mode : modes) {
     if (mode == "full") continue;
     MNEMO_ASSIGN_OR_RETURN(std::unique_ptr<mnemo::tools::TextSource> text,
@@ -180,7 +182,7 @@ absl::Status Run(const std::vector<int64_t>& histories, const std::vector<std::s
     options.knn = mode == "knn";
     options.knn_mem_len = absl::GetFlag(FLAGS_knn_capacity);
     options.knn_exact_threshold = absl::GetFlag(FLAGS_knn_exact_threshold);
-    options.half_rings = absl::GetFlag(FLAGS_kv_dtype) == "float16";
+    options.half_rings = half_rings;
     mnemo::memory::SessionMemory memory = model->NewMemory(options);
     ingest.label = mode;
     for (int64_t history : histories) {

@@ -215,16 +215,14 @@ int Run(int argc, char** argv) {
 
   // Plan every pass first so the progress meter knows the total work.
   std::vector<ev::MemoryMode> modes = ev::PlanMemoryModes(report.config, knn_sizes);
-  const std::string kv_dtype = absl::GetFlag(FLAGS_kv_dtype);
-  if (kv_dtype != "float32" && kv_dtype != "float16") {
-    return Fail("--kv_dtype must be float32 or float16, got '" + kv_dtype + "'");
-  }
-  if (kv_dtype == "float16") {
+  const absl::StatusOr<bool> half_rings = mnemo::model::ParseKvDtype(absl::GetFlag(FLAGS_kv_dtype));
+  if (!half_rings.ok()) return Fail(std::string(half_rings.status().message()));
+  if (*half_rings) {
     report.notes.push_back("memory modes with float16 attention rings (--kv_dtype float16)");
   }
   std::vector<ev::MemoryMode> to_run;
   for (ev::MemoryMode& m : modes) {
-    m.options.half_rings = kv_dtype == "float16";
+    m.options.half_rings = *half_rings;
     const std::string pass = m.no_memory                        ? "none"
                              : m.key == "xl"                    ? "xl"
                              : m.key == "xl_cmem"               ? "cmem"
