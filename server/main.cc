@@ -61,6 +61,10 @@ ABSL_FLAG(std::string, kv_dtype, "float32",
           "Element type of the sessions' attention memory (keys and values): float32, or float16 "
           "for half that memory and faster decoding of many streams at once, with log-probs "
           "changed slightly (CPU only; see docs/results/kv_dtype.md).");
+ABSL_FLAG(std::string, weight_dtype, "float32",
+          "How decoding holds the model's weights: float32, or float16 (rounded at load) for "
+          "half the bytes each decode step reads, with log-probs changed slightly (CPU only; "
+          "see docs/results/weight_dtype.md).");
 ABSL_FLAG(std::string, datastore, "",
           "A shared kNN-LM datastore built by mnemo-index for this model, as "
           "NAME=DIR[,lambda=L][,k=K][,temperature=T][,nprobe=N] (the values are what requests "
@@ -120,6 +124,7 @@ mnemo::engine::EngineConfig EngineConfigFromFlags(const std::vector<std::string>
   config.max_knn_capacity = absl::GetFlag(FLAGS_max_knn_capacity);
   config.knn_exact_threshold = absl::GetFlag(FLAGS_knn_exact_threshold);
   config.kv_dtype = absl::GetFlag(FLAGS_kv_dtype);
+  config.weight_dtype = absl::GetFlag(FLAGS_weight_dtype);
   config.datastores = datastores;
   config.max_session_datastore_entries = absl::GetFlag(FLAGS_max_session_datastore_entries);
   config.max_new_tokens_cap = absl::GetFlag(FLAGS_max_new_tokens);
@@ -176,9 +181,10 @@ int main(int argc, char** argv) {
   }
   const mnemo::engine::ModelInfo& model = (*server)->engine()->model_info();
   std::fprintf(stderr,
-               "mnemo-server: serving model %s (%d layers, d_model %d, %s) on %s (port %d), "
-               "metrics on %s\n",
+               "mnemo-server: serving model %s (%d layers, d_model %d, %s, weights %s, "
+               "attention memory %s) on %s (port %d), metrics on %s\n",
                model.name.c_str(), model.layers, model.d_model, model.device.c_str(),
+               config.weight_dtype.c_str(), config.kv_dtype.c_str(),
                options.listen.c_str(), (*server)->port(),
                options.metrics_listen.empty()
                    ? "(off)"

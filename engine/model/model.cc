@@ -68,11 +68,30 @@ absl::Status LoadParameters(TransformerImpl& transformer, const SafetensorsFile&
 
 }  // namespace
 
-Model::Model(ModelConfig config, torch::Device device, Transformer transformer)
-    : config_(std::move(config)), device_(device), transformer_(std::move(transformer)) {
+Model::Model(ModelConfig config, const LoadOptions& options, Transformer transformer)
+    : config_(std::move(config)),
+      device_(options.device),
+      half_weights_(options.half_weights),
+      transformer_(std::move(transformer)) {
   transformer_->to(device_);
   transformer_->eval();
-  transformer_->CachePositionTables();
+  transformer_->CachePositionTables(half_weights_ ? torch::kFloat16 : torch::kFloat32);
+}
+
+absl::StatusOr<std::unique_ptr<Model>> Model::Make(ModelConfig config, const LoadOptions& options,
+                                                   Transformer transformer) {
+  if (options.half_weights) {
+    if (!options.device.is_cpu()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("weight_dtype float16 is for the CPU; device is ", options.device.str()));
+    }
+    if (!transformer->RoundWeightsToHalf()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "model ", config.name, " has weights beyond float16's range (|w| > 65504): "
+          "weight_dtype float16 cannot hold them"));
+    }
+  }
+  return std::unique_ptr<Model>(new Model(std::move(config), options, std::move(transformer)));
 }
 
 absl::StatusOr<ModelConfig> LoadModelConfig(const std::string& dir) {
@@ -137,7 +156,8 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& dir,
           dir, "/config.json: exit_measure is classifier but ", classifier_path.string(),
           " does not exist (train it with mnemo-train --exit_classifier)"));
     }
-    auto model = std::unique_ptr<Model>(new Model(config, options.device, std::move(transformer)));
+    MNEMO_ASSIGN_OR_RETURN(std::unique_ptr<Model> model,
+                           Make(config, options, std::move(transformer)));
     if (classifier) model->SetExitClassifier(std::move(classifier));
     return model;
   } catch (const c10::Error& e) {
@@ -165,21 +185,38 @@ absl::Status Model::CheckExitMeasure(ExitMeasure measure) const {
 std::unique_ptr<Model> Model::FromTransformer(Transformer transformer,
                                               const LoadOptions& options) {
   ModelConfig config = transformer->config();
-  return std::unique_ptr<Model>(new Model(config, options.device, std::move(transformer)));
+  absl::StatusOr<std::unique_ptr<Model>> model = Make(config, options, std::move(transformer));
+  TORCH_CHECK(model.ok(), model.status().ToString());
+  return *std::move(model);
 }
 
 std::unique_ptr<Model> Model::Random(const ModelConfig& config, uint64_t seed,
                                      const LoadOptions& options) {
   Transformer transformer(config);
   transformer->InitializeWeights(seed);
-  return std::unique_ptr<Model>(new Model(config, options.device, std::move(transformer)));
+  absl::StatusOr<std::unique_ptr<Model>> model = Make(config, options, std::move(transformer));
+  TORCH_CHECK(model.ok(), model.status().ToString());
+  return *std::move(model);
 }
 
-absl::StatusOr<bool> ParseKvDtype(absl::string_view kv_dtype) {
-  if (kv_dtype == "float32") return false;
-  if (kv_dtype == "float16") return true;
+namespace {
+
+// true for "float16", false for "float32"; INVALID_ARGUMENT naming `what` otherwise.
+absl::StatusOr<bool> ParseFloat16Choice(absl::string_view what, absl::string_view value) {
+  if (value == "float32") return false;
+  if (value == "float16") return true;
   return absl::InvalidArgumentError(
-      absl::StrCat("kv_dtype must be float32 or float16, got '", kv_dtype, "'"));
+      absl::StrCat(what, " must be float32 or float16, got '", value, "'"));
+}
+
+}  // namespace
+
+absl::StatusOr<bool> ParseKvDtype(absl::string_view kv_dtype) {
+  return ParseFloat16Choice("kv_dtype", kv_dtype);
+}
+
+absl::StatusOr<bool> ParseWeightDtype(absl::string_view weight_dtype) {
+  return ParseFloat16Choice("weight_dtype", weight_dtype);
 }
 
 memory::SessionMemory Model::NewMemory(const MemoryOptions& options) const {

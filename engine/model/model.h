@@ -28,7 +28,15 @@ namespace mnemo::model {
 
 struct LoadOptions {
   torch::Device device = torch::kCPU;
+  // Weights rounded to float16 values at load, and the serving products' packed copies
+  // (small_matmul.h) kept as float16: half the bytes a decode step streams, at a small change
+  // in the results (docs/results/weight_dtype.md). The parameters stay float32 tensors holding
+  // the rounded values, so every path computes with the same weights. CPU only.
+  bool half_weights = false;
 };
+
+// LoadOptions::half_weights for a `--weight_dtype` value, as ParseKvDtype.
+absl::StatusOr<bool> ParseWeightDtype(absl::string_view weight_dtype);
 
 // Which positions of a Forward call get output log-probabilities.
 enum class Outputs { kAll, kLast };
@@ -79,6 +87,8 @@ class Model {
 
   const ModelConfig& config() const { return config_; }
   torch::Device device() const { return device_; }
+  // LoadOptions::half_weights as loaded.
+  bool half_weights() const { return half_weights_; }
 
   // An empty memory for one sequence: one that Recycle took back with the same options, when
   // there is one, else a new one (zero-filled rings, ~7.7 MB for the bundled model).
@@ -133,12 +143,17 @@ class Model {
   Transformer& transformer() { return transformer_; }
 
  private:
-  Model(ModelConfig config, torch::Device device, Transformer transformer);
+  // Moves the transformer to the device, rounds its weights for options.half_weights (INVALID_
+  // ARGUMENT beyond float16's range, or off the CPU) and caches its inference tables.
+  static absl::StatusOr<std::unique_ptr<Model>> Make(ModelConfig config, const LoadOptions& options,
+                                                     Transformer transformer);
+  Model(ModelConfig config, const LoadOptions& options, Transformer transformer);
   absl::Status CheckTokens(absl::Span<const int> tokens) const;
   torch::Tensor TokenTensor(absl::Span<const int> tokens) const;  // [1, n] on device_
 
   const ModelConfig config_;
   const torch::Device device_;
+  const bool half_weights_;
   Transformer transformer_;
   ExitClassifier exit_classifier_{nullptr};  // empty when the model has none
 

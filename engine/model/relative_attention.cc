@@ -157,16 +157,17 @@ torch::Tensor RelativeAttentionImpl::PositionTable(const torch::Tensor& sinusoid
   return r_net_->forward(sinusoid).view({distances, heads_, d_head_}).permute({1, 0, 2});
 }
 
-void RelativeAttentionImpl::CachePositionTable(const torch::Tensor& sinusoid) {
+void RelativeAttentionImpl::CachePositionTable(const torch::Tensor& sinusoid,
+                                               torch::ScalarType strip_type) {
   torch::NoGradGuard no_grad;
   position_table_ = torch::Tensor();
   position_table_ = PositionTable(sinusoid).contiguous();
-  packed_qkv_ = PackedLinear(qkv_->weight, qkv_->bias);
-  packed_out_ = PackedLinear(out_->weight, out_->bias);
+  packed_qkv_ = PackedLinear(qkv_->weight, qkv_->bias, strip_type);
+  packed_out_ = PackedLinear(out_->weight, out_->bias, strip_type);
   if (compression_ == Compression::kConv) {
     // The kernels themselves (a view would be a different tensor to Current()).
-    packed_compress_k_ = PackedLinear(compress_k_->weight, compress_k_->bias);
-    packed_compress_v_ = PackedLinear(compress_v_->weight, compress_v_->bias);
+    packed_compress_k_ = PackedLinear(compress_k_->weight, compress_k_->bias, strip_type);
+    packed_compress_v_ = PackedLinear(compress_v_->weight, compress_v_->bias, strip_type);
   }
 }
 

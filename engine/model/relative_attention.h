@@ -54,8 +54,8 @@ class RelativeAttentionImpl : public torch::nn::Module {
                        const ActiveRows& active, const torch::Tensor& sinusoid);
 
   // Inference: computes the relative-position table once, and packs the weights the decode
-  // path multiplies (small_matmul.h), and reuses them until cleared.
-  void CachePositionTable(const torch::Tensor& sinusoid);
+  // path multiplies (small_matmul.h; strips of strip_type), and reuses them until cleared.
+  void CachePositionTable(const torch::Tensor& sinusoid, torch::ScalarType strip_type);
   void ClearPositionTable();
   // Appends the cached tensors (table, packed weights), for Transformer to relocate.
   void AppendInferenceBuffers(std::vector<torch::Tensor*>& buffers);

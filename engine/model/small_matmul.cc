@@ -3,8 +3,11 @@
 #include <ATen/Parallel.h>
 #include <c10/core/GradMode.h>
 #include <c10/core/InferenceMode.h>
+#include <c10/util/Half.h>
+#include <immintrin.h>
 
 #include <algorithm>
+#include <type_traits>
 #include <vector>
 
 #include "engine/model/cpu_kernels.h"
@@ -13,126 +16,78 @@
 namespace mnemo::model {
 namespace {
 
-using simd::Load;
-using simd::Store;
-using simd::V16;
-using simd::V4;
-using simd::V8;
+// How far ahead of the multiply-adds Tile asks for its weights: 8 KB (64 steps of a float32
+// strip, 128 of a float16 one). The hardware's streamer alone left a 16-row product at 1.40 ms
+// for the six layers; with this 1.20-1.29 (the kernel bench; 64 or 256 steps measured alike at
+// float32, 128 worse).
+constexpr int64_t kPrefetchBytes = 8192;
 
-// How far ahead of the multiply-adds Tile asks for its weights: 64 steps of 128 bytes (8 KB).
-// The hardware's streamer alone left a 16-row product at 1.40 ms for the six layers; with this
-// 1.20-1.29 (the kernel bench; 16 or 64 steps measured alike, 128 worse).
-constexpr int64_t kPrefetchSteps = 64;
-
-// Rows [0, R) of x (row stride ldx) times one strip of the packed weight (w: [K, 32],
-// contiguous), plus bias (32 values, or nullptr), into the 32 columns at y (row stride ldy),
-// with the R x 32 outputs in vectors V.
-template <typename V, int R>
-inline __attribute__((always_inline)) void Tile(const float* x, int64_t ldx, int64_t k_size,
-                                                const float* w, const float* bias, float* y,
-                                                int64_t ldy) {
-  constexpr int kLanes = simd::kLanes<V>;
-  constexpr int kVectors = PackedLinear::kColumns / kLanes;
-  V acc[R][kVectors];
-  const V zero = {};
-#pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) {
-#pragma GCC unroll 8
-    for (int j = 0; j < kVectors; ++j) acc[r][j] = bias != nullptr ? Load<V>(bias + j * kLanes) : zero;
-  }
-  for (int64_t k = 0; k < k_size; ++k, w += PackedLinear::kColumns) {
-    // The two lines kPrefetchSteps rows ahead (past the strip's end: the next strip's, which
-    // the next tile reads; prefetching never faults).
-    __builtin_prefetch(w + kPrefetchSteps * PackedLinear::kColumns);
-    __builtin_prefetch(w + kPrefetchSteps * PackedLinear::kColumns + 16);
-    V wk[kVectors];
-#pragma GCC unroll 8
-    for (int j = 0; j < kVectors; ++j) wk[j] = Load<V>(w + j * kLanes);
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) {
-      const float xv = x[r * ldx + k];
-#pragma GCC unroll 8
-      for (int j = 0; j < kVectors; ++j) acc[r][j] += xv * wk[j];
-    }
-  }
-#pragma GCC unroll 8
-  for (int r = 0; r < R; ++r) {
-#pragma GCC unroll 8
-    for (int j = 0; j < kVectors; ++j) Store<V>(y + r * ldy + j * kLanes, acc[r][j]);
-  }
+// The kernel (small_matmul_kernel.inc) once per instruction set (cpu_kernels.h), each with the
+// most rows per tile its registers hold (a 32-column tile needs R x 32 / lanes accumulators,
+// 32 / lanes weight vectors and a broadcast): 8 rows of V16 with AVX-512 (16 + 2 + 1 of 32
+// registers), 3 rows of V8 with AVX2 + FMA (12 + 4 of 16; measured faster than 2 rows), 1 row
+// of V4 with SSE. More rows would spill accumulators to the stack on every multiply-add.
+// GCC 12 warns about the AVX-512 half conversion's pass-through operand (as in
+// host_attention.cc).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC push_options
+#pragma GCC target("avx512f")
+namespace avx512 {
+using V = simd::V16;
+constexpr int kRows = 8;
+constexpr int kHalfRows = 8;
+inline __attribute__((always_inline)) V LoadWeights(const uint16_t* p) {
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
 }
+#include "engine/model/small_matmul_kernel.inc"
+}  // namespace avx512
+#pragma GCC pop_options
+#pragma GCC diagnostic pop
 
-// Tile<V, rows> for 1 <= rows <= R.
-template <typename V, int R>
-inline __attribute__((always_inline)) void TileUpTo(int64_t rows, const float* x, int64_t ldx,
-                                                    int64_t k_size, const float* w,
-                                                    const float* bias, float* y, int64_t ldy) {
-  if constexpr (R == 1) {
-    Tile<V, 1>(x, ldx, k_size, w, bias, y, ldy);
-  } else if (rows == R) {
-    Tile<V, R>(x, ldx, k_size, w, bias, y, ldy);
-  } else {
-    TileUpTo<V, R - 1>(rows, x, ldx, k_size, w, bias, y, ldy);
-  }
+#pragma GCC push_options
+#pragma GCC target("avx2,fma,f16c")
+namespace avx2 {
+using V = simd::V8;
+constexpr int kRows = 3;
+constexpr int kHalfRows = 2;
+inline __attribute__((always_inline)) V LoadWeights(const uint16_t* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
 }
+#include "engine/model/small_matmul_kernel.inc"
+}  // namespace avx2
+#pragma GCC pop_options
 
-// Rows [m_begin, m_size) of x (m_begin a multiple of 4) times columns [n_begin, n_end) of the
-// packed weight (strips [K, 32] one after another; both bounds multiples of 32), into
-// y [m_size, n_end - n_begin], in blocks of kRows rows. Strips outside, rows inside: each strip
-// (32-128 KB, contiguous) is read from memory once, in order, and then from L1/L2 by the other
-// row blocks, so a call streams the weight once however many rows it has.
-template <typename V, int kRows>
-inline __attribute__((always_inline)) void MultiplyBlocks(
-    const float* x, int64_t ldx, int64_t m_begin, int64_t m_size, int64_t k_size,
-    const float* strips, int64_t n_begin, int64_t n_end, const float* bias, float* y) {
-  const int64_t ldy = n_end - n_begin;
-  for (int64_t n0 = n_begin; n0 < n_end; n0 += PackedLinear::kColumns) {
-    const float* b = bias != nullptr ? bias + n0 : nullptr;
-    const float* strip = strips + n0 * k_size;  // strip n0 / 32 of [K, 32] floats
-    for (int64_t m = m_begin; m < m_size; m += kRows) {
-      TileUpTo<V, kRows>(std::min<int64_t>(kRows, m_size - m), x + m * ldx, ldx, k_size, strip, b,
-                         y + m * ldy + (n0 - n_begin), ldy);
-    }
-  }
+namespace generic {
+using V = simd::V4;
+constexpr int kRows = 1;
+constexpr int kHalfRows = 1;
+inline __attribute__((always_inline)) V LoadWeights(const uint16_t* p) {
+  return V{c10::detail::fp16_ieee_to_fp32_value(p[0]), c10::detail::fp16_ieee_to_fp32_value(p[1]),
+           c10::detail::fp16_ieee_to_fp32_value(p[2]), c10::detail::fp16_ieee_to_fp32_value(p[3])};
 }
+#include "engine/model/small_matmul_kernel.inc"
+}  // namespace generic
 
-// Three kernels, each with the most rows per block its registers hold (a 32-column tile needs
-// R x 32 / lanes accumulators, 32 / lanes weight vectors and a broadcast): 8 rows of V16 with
-// AVX-512 (16 + 2 + 1 of 32 registers), 3 rows of V8 with AVX2 + FMA (12 + 4 of 16; measured
-// faster than 2 rows), 1 row of V4 with SSE. More rows would spill accumulators to the stack on
-// every multiply-add.
-__attribute__((target("avx512f"))) void MultiplyAvx512(
-    const float* x, int64_t ldx, int64_t m_begin, int64_t m_size, int64_t k_size,
-    const float* strips, int64_t n_begin, int64_t n_end, const float* bias, float* y) {
-  MultiplyBlocks<V16, 8>(x, ldx, m_begin, m_size, k_size, strips, n_begin, n_end, bias, y);
-}
+template <typename W>
+using MultiplyFn = void (*)(const float*, int64_t, int64_t, int64_t, int64_t, const W*, int64_t,
+                            int64_t, const float*, float*);
 
-__attribute__((target("avx2,fma"))) void MultiplyAvx2(
-    const float* x, int64_t ldx, int64_t m_begin, int64_t m_size, int64_t k_size,
-    const float* strips, int64_t n_begin, int64_t n_end, const float* bias, float* y) {
-  MultiplyBlocks<V8, 3>(x, ldx, m_begin, m_size, k_size, strips, n_begin, n_end, bias, y);
-}
-
-void MultiplyGeneric(const float* x, int64_t ldx, int64_t m_begin, int64_t m_size,
-                     int64_t k_size, const float* strips, int64_t n_begin, int64_t n_end,
-                     const float* bias, float* y) {
-  MultiplyBlocks<V4, 1>(x, ldx, m_begin, m_size, k_size, strips, n_begin, n_end, bias, y);
-}
-
-using MultiplyFn = void (*)(const float*, int64_t, int64_t, int64_t, int64_t, const float*,
-                            int64_t, int64_t, const float*, float*);
-
-MultiplyFn KernelFunction(CpuKernel kernel) {
+template <typename W>
+MultiplyFn<W> KernelFunction(CpuKernel kernel) {
   switch (kernel) {
-    case CpuKernel::kAvx512: return MultiplyAvx512;
-    case CpuKernel::kAvx2: return MultiplyAvx2;
-    default: return MultiplyGeneric;
+    case CpuKernel::kAvx512: return avx512::Multiply<W>;
+    case CpuKernel::kAvx2: return avx2::Multiply<W>;
+    default: return generic::Multiply<W>;
   }
 }
 
 }  // namespace
 
-PackedLinear::PackedLinear(const torch::Tensor& weight, const torch::Tensor& bias) {
+PackedLinear::PackedLinear(const torch::Tensor& weight, const torch::Tensor& bias,
+                           torch::ScalarType strip_type) {
+  TORCH_CHECK(strip_type == torch::kFloat32 || strip_type == torch::kFloat16,
+              "PackedLinear: strips are float32 or float16, not ", strip_type);
   if (!weight.defined() || weight.dim() < 2 || !weight.device().is_cpu() ||
       weight.scalar_type() != torch::kFloat32) {
     return;
@@ -151,7 +106,10 @@ PackedLinear::PackedLinear(const torch::Tensor& weight, const torch::Tensor& bia
   const int64_t inputs = matrix.size(1);
   torch::Tensor padded_matrix = torch::zeros({padded, inputs}, weight.options());  // [N padded, K]
   padded_matrix.narrow(0, 0, outputs_).copy_(matrix);
-  wt_ = padded_matrix.view({padded / kColumns, kColumns, inputs}).transpose(1, 2).contiguous();
+  wt_ = padded_matrix.view({padded / kColumns, kColumns, inputs})
+            .transpose(1, 2)
+            .contiguous()
+            .to(strip_type);
   if (bias.defined()) {
     bias_ = torch::zeros({padded}, bias.options());
     bias_.narrow(0, 0, outputs_).copy_(bias.detach());
@@ -193,11 +151,19 @@ torch::Tensor PackedLinear::Apply(const torch::Tensor& x, int64_t first, int64_t
   // so decode-sized products stay on the calling thread.
   const int64_t blocks = (m + 3) / 4;
   const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 22) / std::max<int64_t>(8 * k * n, 1));
-  const MultiplyFn multiply = KernelFunction(CpuKernelInUse());
-  at::parallel_for(0, blocks, grain, [&](int64_t begin, int64_t end) {
-    multiply(xp, ldx, begin * 4, std::min(end * 4, m), k, wt_.data_ptr<float>(), first,
-             first + n, bias, yp);
-  });
+  if (wt_.scalar_type() == torch::kFloat16) {
+    const MultiplyFn<uint16_t> multiply = KernelFunction<uint16_t>(CpuKernelInUse());
+    const auto* strips = static_cast<const uint16_t*>(wt_.data_ptr());
+    at::parallel_for(0, blocks, grain, [&](int64_t begin, int64_t end) {
+      multiply(xp, ldx, begin * 4, std::min(end * 4, m), k, strips, first, first + n, bias, yp);
+    });
+  } else {
+    const MultiplyFn<float> multiply = KernelFunction<float>(CpuKernelInUse());
+    const float* strips = wt_.data_ptr<float>();
+    at::parallel_for(0, blocks, grain, [&](int64_t begin, int64_t end) {
+      multiply(xp, ldx, begin * 4, std::min(end * 4, m), k, strips, first, first + n, bias, yp);
+    });
+  }
   std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end());
   shape.back() = count;
   if (count != n) y = y.narrow(1, 0, count);  // the rest of the last tile dropped (a strided view)

@@ -1,4 +1,5 @@
-// PackedLinear: y = x Wᵀ + b for the few rows of a decode step, on the CPU in float32.
+// PackedLinear: y = x Wᵀ + b for the few rows of a decode step, on the CPU in float32 (the
+// weight's copy in float32 or float16).
 //
 // A decode step multiplies a handful of rows (one per session in a shard) by each weight
 // matrix. OpenBLAS is tuned for large products: at 8 rows a 256x1024 product runs at ~40
@@ -33,9 +34,14 @@ class PackedLinear {
   PackedLinear() = default;  // undefined: Apply must not be called
   // weight [N, K] (torch::nn::Linear's layout) or [N, ...] (a conv kernel [N, C, taps]: K =
   // C * taps, channel-major), bias [N] or undefined. Pass the parameter itself, not a view of it:
-  // Current() recognises the tensor it was packed from. Packs only float32 CPU weights; otherwise stays undefined (callers fall back to
-  // LibTorch). N is padded with zero columns to a multiple of kColumns inside.
-  PackedLinear(const torch::Tensor& weight, const torch::Tensor& bias);
+  // Current() recognises the tensor it was packed from. Packs only float32 CPU weights;
+  // otherwise stays undefined (callers fall back to LibTorch). N is padded with zero columns to
+  // a multiple of kColumns inside. strip_type kFloat16 keeps the copy as IEEE half (rounded to
+  // nearest even), widened as the kernel reads it: half the bytes each call streams. Products
+  // then agree with LibTorch's only for weights float16 holds exactly (Model rounds its
+  // weights first, LoadOptions::half_weights); the bias stays float32.
+  PackedLinear(const torch::Tensor& weight, const torch::Tensor& bias,
+               torch::ScalarType strip_type = torch::kFloat32);
 
   bool defined() const { return wt_.defined(); }
   // Whether this is still a copy of `weight` and `bias` as they are now (same tensors, not
@@ -57,7 +63,8 @@ class PackedLinear {
   static constexpr int64_t kColumns = 32;  // outputs per tile
 
  private:
-  torch::Tensor wt_;    // [N padded / kColumns, K, kColumns] contiguous: one strip per tile
+  // [N padded / kColumns, K, kColumns] contiguous, float32 or float16: one strip per tile
+  torch::Tensor wt_;
   torch::Tensor bias_;  // [N padded] contiguous, or undefined
   int64_t outputs_ = 0;  // N
   const void* weight_source_ = nullptr;  // the TensorImpl copied, and its version then

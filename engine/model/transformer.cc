@@ -119,13 +119,23 @@ torch::Tensor TransformerImpl::Logits(const torch::Tensor& hidden) {
   return torch::matmul(normed, embedding_->weight.t());
 }
 
-void TransformerImpl::CachePositionTables() {
-  for (TransformerBlock& block : blocks_) block->CacheInferenceTensors(sinusoid_);
-  packed_head_ = PackedLinear(embedding_->weight, torch::Tensor());
+void TransformerImpl::CachePositionTables(torch::ScalarType strip_type) {
+  for (TransformerBlock& block : blocks_) block->CacheInferenceTensors(sinusoid_, strip_type);
+  packed_head_ = PackedLinear(embedding_->weight, torch::Tensor(), strip_type);
   std::vector<torch::Tensor*> buffers;
   for (TransformerBlock& block : blocks_) block->AppendInferenceBuffers(buffers);
   packed_head_.AppendBuffers(buffers);
   util::MoveToHugePages(buffers);
+}
+
+bool TransformerImpl::RoundWeightsToHalf() {
+  torch::NoGradGuard no_grad;
+  constexpr double kHalfMax = 65504.0;
+  for (const torch::Tensor& p : parameters()) {
+    if (p.abs().max().item<double>() > kHalfMax) return false;
+  }
+  for (torch::Tensor& p : parameters()) p.copy_(p.to(torch::kFloat16));
+  return true;
 }
 
 void TransformerImpl::ClearPositionTables() {

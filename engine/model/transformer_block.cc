@@ -28,10 +28,11 @@ torch::Tensor TransformerBlockImpl::FeedForward(const torch::Tensor& normed) {
   return LinearForward(ff2_, packed_ff2_, Gelu(LinearForward(ff1_, packed_ff1_, normed)));
 }
 
-void TransformerBlockImpl::CacheInferenceTensors(const torch::Tensor& sinusoid) {
-  attn_->CachePositionTable(sinusoid);
-  packed_ff1_ = PackedLinear(ff1_->weight, ff1_->bias);
-  packed_ff2_ = PackedLinear(ff2_->weight, ff2_->bias);
+void TransformerBlockImpl::CacheInferenceTensors(const torch::Tensor& sinusoid,
+                                                 torch::ScalarType strip_type) {
+  attn_->CachePositionTable(sinusoid, strip_type);
+  packed_ff1_ = PackedLinear(ff1_->weight, ff1_->bias, strip_type);
+  packed_ff2_ = PackedLinear(ff2_->weight, ff2_->bias, strip_type);
 }
 
 void TransformerBlockImpl::ClearInferenceTensors() {

@@ -38,8 +38,9 @@ class TransformerBlockImpl : public torch::nn::Module {
   RelativeAttention& attention() { return attn_; }
 
   // Inference: caches what serving derives from the weights (the attention's position table,
-  // the decode path's packed weights); training must clear them before changing the weights.
-  void CacheInferenceTensors(const torch::Tensor& sinusoid);
+  // the decode path's packed weights, strips of strip_type); training must clear them before
+  // changing the weights.
+  void CacheInferenceTensors(const torch::Tensor& sinusoid, torch::ScalarType strip_type);
   void ClearInferenceTensors();
   // Appends the cached tensors, for Transformer to relocate.
   void AppendInferenceBuffers(std::vector<torch::Tensor*>& buffers);

@@ -75,6 +75,9 @@ ABSL_FLAG(bool, passkey, false, "run the passkey retrieval test");
 ABSL_FLAG(std::string, kv_dtype, "float32",
           "element type of the memory modes' attention rings: float32, or float16 (as "
           "mnemo-server --kv_dtype float16)");
+ABSL_FLAG(std::string, weight_dtype, "float32",
+          "the model's weights: float32, or float16 (rounded at load, as mnemo-server "
+          "--weight_dtype float16)");
 ABSL_FLAG(std::string, passkey_seeds, "20",
           "passkey trials per distance and setting: one count, or one per distance");
 ABSL_FLAG(std::string, passkey_distances, "8192,32768,131072", "passkey filler bytes");
@@ -186,8 +189,14 @@ int Run(int argc, char** argv) {
   report.min_bytes = absl::GetFlag(FLAGS_min_bytes);
   report.max_bytes_per_file = absl::GetFlag(FLAGS_max_bytes_per_file);
 
-  auto model = mnemo::model::Model::Load(model_dir, {});
+  const absl::StatusOr<bool> half_weights =
+      mnemo::model::ParseWeightDtype(absl::GetFlag(FLAGS_weight_dtype));
+  if (!half_weights.ok()) return Fail(std::string(half_weights.status().message()));
+  mnemo::model::LoadOptions load;
+  load.half_weights = *half_weights;
+  auto model = mnemo::model::Model::Load(model_dir, load);
   if (!model.ok()) return Fail(std::string(model.status().message()));
+  if (*half_weights) report.notes.push_back("weights rounded to float16 (--weight_dtype float16)");
   report.config = (*model)->config();
   report.parameters = (*model)->ParameterCount();
 

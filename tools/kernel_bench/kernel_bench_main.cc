@@ -2,8 +2,8 @@
 // instruction set this CPU runs (engine/model/cpu_kernels.h), with a model's shapes:
 //
 //   - PackedLinear over one layer stack's products (qkv, output, both FFN matrices of every
-//     layer): ms per pass for R rows (one decode step of R rows in one shard), GFLOP/s and the
-//     rate the weights stream at;
+//     layer), packed as float32 and as float16: ms per pass for R rows (one decode step of R
+//     rows in one shard), GFLOP/s and the rate the weights stream at;
 //   - HostAttention for S sessions with W visible slots each (all heads): µs per call, ns per
 //     (slot, head) and the rate keys, values and position-table rows are read at.
 //
@@ -75,7 +75,7 @@ void BenchPackedLinear(const mnemo::model::ModelConfig& c, const std::vector<int
                        int repeats) {
   struct Product {
     torch::Tensor weight;
-    mnemo::model::PackedLinear packed;
+    mnemo::model::PackedLinear packed, packed_half;
   };
   const int64_t width = static_cast<int64_t>(c.n_heads) * c.d_head;
   std::vector<Product> products;
@@ -85,25 +85,31 @@ void BenchPackedLinear(const mnemo::model::ModelConfig& c, const std::vector<int
                         {c.d_model, width}, {c.d_ff, c.d_model}, {c.d_model, c.d_ff}}) {
       torch::Tensor w = torch::randn({n, k}) / std::sqrt(static_cast<double>(k));
       torch::Tensor b = torch::randn({n});
-      products.push_back({w, mnemo::model::PackedLinear(w, b)});
+      products.push_back({w, mnemo::model::PackedLinear(w, b),
+                          mnemo::model::PackedLinear(w, b, torch::kFloat16)});
       weights += static_cast<double>(n * k);
     }
   }
   std::printf("\n## PackedLinear: %d layers' products (%.1f MB of float32 weights), one thread\n\n",
               c.n_layers, weights * 4 / 1e6);
-  std::printf("| kernel | rows | ms per pass | GFLOP/s | weights GB/s | us per row |\n");
-  std::printf("|---|---|---|---|---|---|\n");
+  std::printf("| kernel | weights | rows | ms per pass | GFLOP/s | weights GB/s | us per row |\n");
+  std::printf("|---|---|---|---|---|---|---|\n");
   for (CpuKernel kernel : mnemo::model::AvailableCpuKernels()) {
     mnemo::model::SetCpuKernelForTesting(kernel);
-    for (int r : rows) {
-      std::vector<torch::Tensor> inputs;
-      for (const Product& p : products) inputs.push_back(torch::randn({r, p.weight.size(1)}));
-      const double ms = BestMs(repeats, [&] {
-        for (size_t i = 0; i < products.size(); ++i) products[i].packed.Apply(inputs[i]);
-      });
-      std::printf("| %s | %d | %.3f | %.1f | %.1f | %.1f |\n",
-                  mnemo::model::CpuKernelName(kernel).c_str(), r, ms, 2 * weights * r / ms / 1e6,
-                  weights * 4 / ms / 1e6, ms * 1000 / r);
+    for (const bool half : {false, true}) {
+      for (int r : rows) {
+        std::vector<torch::Tensor> inputs;
+        for (const Product& p : products) inputs.push_back(torch::randn({r, p.weight.size(1)}));
+        const double ms = BestMs(repeats, [&] {
+          for (size_t i = 0; i < products.size(); ++i) {
+            (half ? products[i].packed_half : products[i].packed).Apply(inputs[i]);
+          }
+        });
+        std::printf("| %s | %s | %d | %.3f | %.1f | %.1f | %.1f |\n",
+                    mnemo::model::CpuKernelName(kernel).c_str(), half ? "float16" : "float32", r,
+                    ms, 2 * weights * r / ms / 1e6, weights * (half ? 2 : 4) / ms / 1e6,
+                    ms * 1000 / r);
+      }
     }
   }
 }

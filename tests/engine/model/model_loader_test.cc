@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <vector>
@@ -141,6 +142,61 @@ TEST_F(ModelLoaderTest, HalfPrecisionWeightsLoad) {
   });
   auto loaded = Model::Load(dir_.string(), {});
   ASSERT_TRUE(loaded.ok()) << loaded.status();
+}
+
+TEST_F(ModelLoaderTest, Float16WeightsAreRoundedOnceAndComputeConsistently) {
+  LoadOptions half;
+  half.half_weights = true;
+  auto loaded = Model::Load(dir_.string(), half);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_TRUE((*loaded)->half_weights());
+  EXPECT_FALSE(model_->half_weights());
+  // Every parameter is the saved one rounded to float16, still a float32 tensor.
+  auto original = model_->transformer()->named_parameters();
+  for (const auto& item : (*loaded)->transformer()->named_parameters()) {
+    const torch::Tensor& p = item.value();
+    ASSERT_EQ(p.scalar_type(), torch::kFloat32) << item.key();
+    EXPECT_TRUE(torch::equal(p, original[item.key()].to(torch::kFloat16).to(torch::kFloat32)))
+        << item.key();
+  }
+  // The same text all at once and token by token (prompt products vs decode-sized ones, both
+  // on the float16 copies) agrees; against the float32 model it moves a little, not a lot.
+  std::vector<int> tokens = {kBosId, 'h', 'e', 'l', 'l', 'o', ',', ' ', 'w', 'o', 'r', 'l',
+                             'd', '!', ' ', 'a', 'g', 'a', 'i', 'n', '.'};
+  auto whole_memory = (*loaded)->NewMemory();
+  auto whole = (*loaded)->Forward(tokens, whole_memory);
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  auto step_memory = (*loaded)->NewMemory();
+  float incremental = 0.0f;
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    auto one = (*loaded)->Forward({tokens[i]}, step_memory, Outputs::kLast);
+    ASSERT_TRUE(one.ok()) << one.status();
+    incremental = std::max(incremental, ((*one)[0] - (*whole)[i]).abs().max().item<float>());
+  }
+  EXPECT_LT(incremental, 1e-4);
+  auto full_memory = model_->NewMemory();
+  auto full = model_->Forward(tokens, full_memory);
+  ASSERT_TRUE(full.ok());
+  const float moved = (*full - *whole).abs().max().item<float>();
+  EXPECT_GT(moved, 0.0f);
+  EXPECT_LT(moved, 2e-2);
+}
+
+TEST_F(ModelLoaderTest, Float16WeightsRefuseValuesBeyondItsRange) {
+  RewriteTensors([](auto& tensors) {
+    for (auto& [name, t] : tensors) {
+      if (name == "final_norm.weight") t[0] = 1e5;
+    }
+  });
+  LoadOptions half;
+  half.half_weights = true;
+  const absl::Status s = Model::Load(dir_.string(), half).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_NE(s.message().find("float16"), std::string::npos) << s;
+  EXPECT_TRUE(LoadStatus().ok());  // float32 holds them
+  EXPECT_EQ(ParseWeightDtype("bfloat16").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(*ParseWeightDtype("float16"));
+  EXPECT_FALSE(*ParseWeightDtype("float32"));
 }
 
 TEST_F(ModelLoaderTest, ForwardRejectsOutOfVocabularyIds) {

@@ -63,6 +63,39 @@ TEST_P(PackedKernelTest, ComputesARangeOfOutputs) {
   EXPECT_THROW(packed.Apply(torch::randn({2, 40}), 256, 32), c10::Error);  // past the outputs
 }
 
+TEST_P(PackedKernelTest, Float16StripsMatchTorchLinearOnRoundedWeights) {
+  // Strips kept as float16 compute with the weight rounded to float16 (and nothing else
+  // rounded): torch::linear with the rounded weight is the reference, the unrounded one is not.
+  at::manual_seed(9);
+  for (int64_t k : {7, 256}) {
+    for (int64_t n : {32, 259}) {
+      torch::Tensor w = torch::randn({n, k}) / std::sqrt(static_cast<double>(k));
+      torch::Tensor b = torch::randn({n});
+      const torch::Tensor rounded = w.to(torch::kFloat16).to(torch::kFloat32);
+      PackedLinear half(w, b, torch::kFloat16);
+      ASSERT_TRUE(half.defined());
+      for (int64_t m : {1, 2, 3, 5, 8, 9, 17, 40}) {
+        torch::Tensor x = torch::randn({m, k});
+        const torch::Tensor y = half.Apply(x);
+        EXPECT_LT((y - torch::linear(x, rounded, b)).abs().max().item<float>(), 1e-4)
+            << "m " << m << " k " << k << " n " << n;
+        if (k == 256) {
+          EXPECT_GT((y - torch::linear(x, w, b)).abs().max().item<float>(), 1e-5)
+              << "m " << m << ": the weight was not rounded";
+        }
+        if (n <= 32) continue;
+        torch::Tensor part = half.Apply(x, 32, n - 32);
+        EXPECT_LT((part - torch::linear(x, rounded, b).narrow(1, 32, n - 32))
+                      .abs()
+                      .max()
+                      .item<float>(),
+                  1e-4)
+            << "m " << m << " outputs [32, " << n << ")";
+      }
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Kernels, PackedKernelTest, ::testing::ValuesIn(AvailableCpuKernels()),
                          CpuKernelTestName);
 
@@ -82,6 +115,12 @@ TEST(PackedLinearTest, TakesRowsOfAWiderTensor) {
   torch::Tensor wide = torch::randn({5, 40});
   torch::Tensor x = wide.narrow(1, 3, 16);  // row stride 40
   EXPECT_LT((packed.Apply(x) - torch::linear(x, w)).abs().max().item<float>(), 1e-5);
+}
+
+TEST(PackedLinearTest, StripsAreFloat32OrFloat16) {
+  torch::Tensor w = torch::randn({32, 8});
+  EXPECT_THROW(PackedLinear(w, torch::Tensor(), torch::kBFloat16), c10::Error);
+  EXPECT_THROW(PackedLinear(w, torch::Tensor(), torch::kFloat64), c10::Error);
 }
 
 TEST(PackedLinearTest, RefusesWhatItCannotCompute) {

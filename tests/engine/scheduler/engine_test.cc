@@ -33,11 +33,13 @@ class EngineTest : public ::testing::Test {
     std::filesystem::remove_all(*dir_);
     delete dir_;
   }
-  std::unique_ptr<Engine> MakeEngine(const std::string& kv_dtype = "float32") {
+  std::unique_ptr<Engine> MakeEngine(const std::string& kv_dtype = "float32",
+                                     const std::string& weight_dtype = "float32") {
     EngineConfig config;
     config.model_dir = *dir_;
     config.threads = 1;
     config.kv_dtype = kv_dtype;
+    config.weight_dtype = weight_dtype;
     absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(config);
     EXPECT_TRUE(engine.ok()) << engine.status();
     return engine.ok() ? std::move(*engine) : nullptr;
@@ -101,6 +103,29 @@ TEST_F(EngineTest, Float16AttentionMemoryHoldsFewerBytesAndServes) {
     EXPECT_EQ(c.ids().size(), 24u);
   }
   EXPECT_LT(bytes[1], bytes[0]);  // the kNN memory stays float32: not half of the total
+}
+
+TEST_F(EngineTest, Float16WeightsServe) {
+  EngineConfig config;
+  config.model_dir = *dir_;
+  config.weight_dtype = "int8";
+  absl::StatusOr<std::unique_ptr<Engine>> bad = Engine::Create(config);
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(bad.status().message(), "weight_dtype must be float32 or float16"))
+      << bad.status();
+
+  std::unique_ptr<Engine> engine = MakeEngine("float16", "float16");
+  ASSERT_NE(engine, nullptr);
+  GenerateOptions options;
+  options.prompt = "def main():\n    return";
+  options.max_new_tokens = 24;
+  options.sampling.temperature = 0.0f;  // greedy
+  Collector c;
+  ASSERT_TRUE(engine->Submit(options, c.stream()).ok());
+  std::optional<GenerateFinal> final = c.Wait();
+  ASSERT_TRUE(final.has_value());
+  EXPECT_EQ(final->reason, FinishReason::kLength);
+  EXPECT_EQ(c.ids().size(), 24u);
 }
 
 TEST_F(EngineTest, GeneratesInASessionAndValidatesSynchronously) {

@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """Greedy outputs of two running mnemo servers compared: one with float16 attention memory
-(mnemo-server --kv_dtype float16) against one with the default float32.
+and/or float16 weights (mnemo-server --kv_dtype float16, --weight_dtype float16) against one
+with the default float32.
 
 For each prompt (the start of a held-out file of the model's split.json, as exit_agreement.py
 takes them) both servers generate --max_new_tokens greedily at full depth; reported are the
@@ -10,8 +11,8 @@ position-wise agreement is a strict measure.
 
     build/server/mnemo-server --model models/mnemo-stdlib --listen 127.0.0.1:50051 &
     build/server/mnemo-server --model models/mnemo-stdlib --listen 127.0.0.1:50052 \\
-        --metrics_listen "" --kv_dtype float16 &
-    /usr/bin/python3 scripts/kv_dtype_agreement.py --reference 127.0.0.1:50051 \\
+        --metrics_listen "" --kv_dtype float16 --weight_dtype float16 &
+    /usr/bin/python3 scripts/dtype_agreement.py --reference 127.0.0.1:50051 \\
         --address 127.0.0.1:50052
 """
 
@@ -31,9 +32,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--reference", default="127.0.0.1:50051",
-                        help="the server with float32 attention memory")
+                        help="the server with float32 memory and weights")
     parser.add_argument("--address", default="127.0.0.1:50052",
-                        help="the server with float16 attention memory")
+                        help="the server with float16 memory and/or weights")
     parser.add_argument("--model", default="models/mnemo-stdlib")
     parser.add_argument("--prompts", type=int, default=16)
     parser.add_argument("--prompt_chars", type=int, default=512)
