@@ -22,7 +22,7 @@ inline __attribute__((always_inline)) float RingValue(uint16_t half) {
 }
 
 // The kernel (host_attention_kernel.inc) once per instruction set (cpu_kernels.h), each with
-// its registers' width and its own way of widening half-precision ring elements.
+// its registers' width.
 // GCC 12 warns that the AVX-512 half conversions' intrinsics (avx512fintrin.h) read an
 // uninitialised operand: their "undefined" pass-through vector, which the full mask never reads.
 #pragma GCC diagnostic push
@@ -31,9 +31,6 @@ inline __attribute__((always_inline)) float RingValue(uint16_t half) {
 #pragma GCC target("avx512f")
 namespace avx512 {
 using V = simd::V16;
-inline __attribute__((always_inline)) V LoadHalf(const uint16_t* p) {
-  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-}
 #include "engine/model/host_attention_kernel.inc"
 }  // namespace avx512
 #pragma GCC pop_options
@@ -43,18 +40,12 @@ inline __attribute__((always_inline)) V LoadHalf(const uint16_t* p) {
 #pragma GCC target("avx2,fma,f16c")
 namespace avx2 {
 using V = simd::V8;
-inline __attribute__((always_inline)) V LoadHalf(const uint16_t* p) {
-  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-}
 #include "engine/model/host_attention_kernel.inc"
 }  // namespace avx2
 #pragma GCC pop_options
 
 namespace generic {
 using V = simd::V4;
-inline __attribute__((always_inline)) V LoadHalf(const uint16_t* p) {
-  return V{RingValue(p[0]), RingValue(p[1]), RingValue(p[2]), RingValue(p[3])};
-}
 #include "engine/model/host_attention_kernel.inc"
 }  // namespace generic
 

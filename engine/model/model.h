@@ -31,7 +31,8 @@ struct LoadOptions {
   // Weights rounded to float16 values at load, and the serving products' packed copies
   // (small_matmul.h) kept as float16: half the bytes a decode step streams, at a small change
   // in the results (docs/results/weight_dtype.md). The parameters stay float32 tensors holding
-  // the rounded values, so every path computes with the same weights. CPU only.
+  // the rounded values, so every path computes with the same weights (and Save writes them).
+  // The exit classifier keeps its own float32 weights. CPU only.
   bool half_weights = false;
 };
 

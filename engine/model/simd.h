@@ -5,10 +5,15 @@
 //
 // For kernel files only: the vectors must never cross a call boundary (everything here is
 // inlined into the kernels), so GCC's -Wpsabi note that their calling convention depends on the
-// target does not apply: including this silences it for the including file.
+// target does not apply: the pragma below silences the warning, and the files that include this
+// build with -Wno-psabi for the note (engine/model/CMakeLists.txt, tests/engine/model/).
 #ifndef MNEMO_ENGINE_MODEL_SIMD_H_
 #define MNEMO_ENGINE_MODEL_SIMD_H_
 
+#include <c10/util/Half.h>
+#include <immintrin.h>
+
+#include <cstdint>
 #include <cstring>
 
 #pragma GCC diagnostic ignored "-Wpsabi"
@@ -46,6 +51,34 @@ inline __attribute__((always_inline)) V Load(const float* p) {
 template <typename V>
 inline __attribute__((always_inline)) void Store(float* p, V v) {
   std::memcpy(p, &v, sizeof(v));
+}
+
+// kLanes<V> IEEE float16 values at p (no alignment needed), widened to float exactly: one
+// vcvtph2ps for V16 (AVX-512F) and V8 (F16C), four scalar conversions for V4 (any x86-64).
+// Only inside a kernel compiled for that instruction set (cpu_kernels.h).
+template <typename V>
+V LoadHalves(const uint16_t* p);
+
+// GCC 12 warns, where this inlines, that the AVX-512 intrinsic reads an uninitialised operand
+// (its "undefined" pass-through vector, which the full mask never reads): the AVX-512 kernels
+// silence -Wmaybe-uninitialized around themselves.
+template <>
+__attribute__((target("avx512f"))) inline __attribute__((always_inline)) V16 LoadHalves<V16>(
+    const uint16_t* p) {
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+
+template <>
+__attribute__((target("avx,f16c"))) inline __attribute__((always_inline)) V8 LoadHalves<V8>(
+    const uint16_t* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+
+template <>
+inline __attribute__((always_inline)) V4 LoadHalves<V4>(const uint16_t* p) {
+  using c10::detail::fp16_ieee_to_fp32_value;
+  return V4{fp16_ieee_to_fp32_value(p[0]), fp16_ieee_to_fp32_value(p[1]),
+            fp16_ieee_to_fp32_value(p[2]), fp16_ieee_to_fp32_value(p[3])};
 }
 
 // The sum of a vector's lanes, by halves (one shuffle and add per halving).

@@ -3,8 +3,6 @@
 #include <ATen/Parallel.h>
 #include <c10/core/GradMode.h>
 #include <c10/core/InferenceMode.h>
-#include <c10/util/Half.h>
-#include <immintrin.h>
 
 #include <algorithm>
 #include <type_traits>
@@ -18,8 +16,8 @@ namespace {
 
 // How far ahead of the multiply-adds Tile asks for its weights: 8 KB (64 steps of a float32
 // strip, 128 of a float16 one). The hardware's streamer alone left a 16-row product at 1.40 ms
-// for the six layers; with this 1.20-1.29 (the kernel bench; 64 or 256 steps measured alike at
-// float32, 128 worse).
+// for the six layers; with this 1.20-1.29 (the kernel bench, float32 strips; 16 or 64 steps
+// measured alike, 128 worse).
 constexpr int64_t kPrefetchBytes = 8192;
 
 // The kernel (small_matmul_kernel.inc) once per instruction set (cpu_kernels.h), each with the
@@ -27,6 +25,8 @@ constexpr int64_t kPrefetchBytes = 8192;
 // 32 / lanes weight vectors and a broadcast): 8 rows of V16 with AVX-512 (16 + 2 + 1 of 32
 // registers), 3 rows of V8 with AVX2 + FMA (12 + 4 of 16; measured faster than 2 rows), 1 row
 // of V4 with SSE. More rows would spill accumulators to the stack on every multiply-add.
+// Float16 strips (kHalfRows): the same with AVX-512; 2 rows with AVX2, whose 3-row tiles ran
+// 1.75x slower on float16 than on float32 strips (the widened weights need registers too).
 // GCC 12 warns about the AVX-512 half conversion's pass-through operand (as in
 // host_attention.cc).
 #pragma GCC diagnostic push
@@ -37,9 +37,6 @@ namespace avx512 {
 using V = simd::V16;
 constexpr int kRows = 8;
 constexpr int kHalfRows = 8;
-inline __attribute__((always_inline)) V LoadWeights(const uint16_t* p) {
-  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-}
 #include "engine/model/small_matmul_kernel.inc"
 }  // namespace avx512
 #pragma GCC pop_options
@@ -51,9 +48,6 @@ namespace avx2 {
 using V = simd::V8;
 constexpr int kRows = 3;
 constexpr int kHalfRows = 2;
-inline __attribute__((always_inline)) V LoadWeights(const uint16_t* p) {
-  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-}
 #include "engine/model/small_matmul_kernel.inc"
 }  // namespace avx2
 #pragma GCC pop_options
@@ -62,10 +56,6 @@ namespace generic {
 using V = simd::V4;
 constexpr int kRows = 1;
 constexpr int kHalfRows = 1;
-inline __attribute__((always_inline)) V LoadWeights(const uint16_t* p) {
-  return V{c10::detail::fp16_ieee_to_fp32_value(p[0]), c10::detail::fp16_ieee_to_fp32_value(p[1]),
-           c10::detail::fp16_ieee_to_fp32_value(p[2]), c10::detail::fp16_ieee_to_fp32_value(p[3])};
-}
 #include "engine/model/small_matmul_kernel.inc"
 }  // namespace generic
 

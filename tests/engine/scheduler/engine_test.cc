@@ -45,6 +45,21 @@ class EngineTest : public ::testing::Test {
     return engine.ok() ? std::move(*engine) : nullptr;
   }
 
+  // 24 greedy tokens for a short prompt, in `session_id` ("" = one-shot), all streamed.
+  static void ExpectGreedyAnswer(Engine& engine, const std::string& session_id) {
+    GenerateOptions options;
+    options.session_id = session_id;
+    options.prompt = "def main():\n    return";
+    options.max_new_tokens = 24;
+    options.sampling.temperature = 0.0f;  // greedy
+    Collector c;
+    ASSERT_TRUE(engine.Submit(options, c.stream()).ok());
+    std::optional<GenerateFinal> final = c.Wait();
+    ASSERT_TRUE(final.has_value());
+    EXPECT_EQ(final->reason, FinishReason::kLength);
+    EXPECT_EQ(c.ids().size(), 24u);
+  }
+
   static std::string* dir_;
 };
 std::string* EngineTest::dir_ = nullptr;
@@ -90,17 +105,7 @@ TEST_F(EngineTest, Float16AttentionMemoryHoldsFewerBytesAndServes) {
     absl::StatusOr<SessionInfo> info = created.Wait();
     ASSERT_TRUE(info.ok()) << info.status();
     bytes[half] = info->memory.bytes;
-    GenerateOptions options;
-    options.session_id = "s";
-    options.prompt = "def main():\n    return";
-    options.max_new_tokens = 24;
-    options.sampling.temperature = 0.0f;  // greedy
-    Collector c;
-    ASSERT_TRUE(engine->Submit(options, c.stream()).ok());
-    std::optional<GenerateFinal> final = c.Wait();
-    ASSERT_TRUE(final.has_value());
-    EXPECT_EQ(final->reason, FinishReason::kLength);
-    EXPECT_EQ(c.ids().size(), 24u);
+    ExpectGreedyAnswer(*engine, "s");
   }
   EXPECT_LT(bytes[1], bytes[0]);  // the kNN memory stays float32: not half of the total
 }
@@ -116,16 +121,7 @@ TEST_F(EngineTest, Float16WeightsServe) {
 
   std::unique_ptr<Engine> engine = MakeEngine("float16", "float16");
   ASSERT_NE(engine, nullptr);
-  GenerateOptions options;
-  options.prompt = "def main():\n    return";
-  options.max_new_tokens = 24;
-  options.sampling.temperature = 0.0f;  // greedy
-  Collector c;
-  ASSERT_TRUE(engine->Submit(options, c.stream()).ok());
-  std::optional<GenerateFinal> final = c.Wait();
-  ASSERT_TRUE(final.has_value());
-  EXPECT_EQ(final->reason, FinishReason::kLength);
-  EXPECT_EQ(c.ids().size(), 24u);
+  ExpectGreedyAnswer(*engine, "");  // one-shot
 }
 
 TEST_F(EngineTest, GeneratesInASessionAndValidatesSynchronously) {
