@@ -217,7 +217,9 @@ class BenchAgainstServerTest(BenchTestBase):
         self.assertIn("early_exit.measure",
                       level["errors"]["INVALID_ARGUMENT"]["first_message"])
 
-    def test_ctrl_c_reports_partial_results(self):
+    def interrupt_bench(self):
+        """Runs a long bench, sends it Ctrl-C after 3 s, checks what every interrupted run must
+        report, and returns its level."""
         proc = subprocess.Popen(
             [BENCH, "--target", self.server.address, "--concurrency", "2", "--requests", "1000",
              "--warmup", "0", "--max_new_tokens", str(e2e.MAX_NEW_TOKENS_CAP),
@@ -238,15 +240,27 @@ class BenchAgainstServerTest(BenchTestBase):
         self.assertIn(b"stopped: interrupted", stdout)
         [level] = self.load_json()["levels"]
         self.assertEqual(level["stopped"], "interrupted")
-        # The requests in flight (one per stream, unless one had just ended) were cancelled,
-        # not left running, and nothing else failed. (How many completed before the signal
-        # depends on the server's speed and on where the random model emits EOS.)
-        self.assertIn("CANCELLED", level["errors"], level)
-        cancelled = level["errors"]["CANCELLED"]["count"]
-        self.assertIn(cancelled, (1, 2))
+        # Nothing but cancellations failed, and every request is accounted for.
+        self.assertEqual(set(level["errors"]) - {"CANCELLED"}, set(), level)
+        cancelled = level["errors"].get("CANCELLED", {}).get("count", 0)
         self.assertEqual(level["requests"]["failed"], cancelled)
         self.assertEqual(level["requests"]["total"], level["requests"]["ok"] + cancelled)
         self.assertEqual(self.server.proc.poll(), None)
+        return level
+
+    def test_ctrl_c_reports_partial_results(self):
+        # The requests in flight (one per stream, unless one had just ended) are cancelled, not
+        # left running. (How many completed before the signal depends on the server's speed and
+        # on where the random model emits EOS.) The two streams decode in one batch with equal
+        # lengths, so they end in the same step: when the signal lands in the few milliseconds
+        # before that step (the bench notices it within 5 ms), both end normally and there is
+        # nothing to cancel — right, but not what this test is after, so such a run is retried.
+        for attempt in range(3):
+            level = self.interrupt_bench()
+            if "CANCELLED" in level["errors"]:
+                break
+        self.assertIn("CANCELLED", level["errors"], level)
+        self.assertIn(level["errors"]["CANCELLED"]["count"], (1, 2))
 
 
 class BenchErrorTest(BenchTestBase):
