@@ -141,18 +141,17 @@ torch::Tensor PackedLinear::Apply(const torch::Tensor& x, int64_t first, int64_t
   // so decode-sized products stay on the calling thread.
   const int64_t blocks = (m + 3) / 4;
   const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 22) / std::max<int64_t>(8 * k * n, 1));
+  auto run = [&](const auto* strips) {  // float or uint16_t (float16) strips
+    using W = std::remove_const_t<std::remove_pointer_t<decltype(strips)>>;
+    const MultiplyFn<W> multiply = KernelFunction<W>(CpuKernelInUse());
+    at::parallel_for(0, blocks, grain, [&](int64_t begin, int64_t end) {
+      multiply(xp, ldx, begin * 4, std::min(end * 4, m), k, strips, first, first + n, bias, yp);
+    });
+  };
   if (wt_.scalar_type() == torch::kFloat16) {
-    const MultiplyFn<uint16_t> multiply = KernelFunction<uint16_t>(CpuKernelInUse());
-    const auto* strips = static_cast<const uint16_t*>(wt_.data_ptr());
-    at::parallel_for(0, blocks, grain, [&](int64_t begin, int64_t end) {
-      multiply(xp, ldx, begin * 4, std::min(end * 4, m), k, strips, first, first + n, bias, yp);
-    });
+    run(static_cast<const uint16_t*>(wt_.data_ptr()));
   } else {
-    const MultiplyFn<float> multiply = KernelFunction<float>(CpuKernelInUse());
-    const float* strips = wt_.data_ptr<float>();
-    at::parallel_for(0, blocks, grain, [&](int64_t begin, int64_t end) {
-      multiply(xp, ldx, begin * 4, std::min(end * 4, m), k, strips, first, first + n, bias, yp);
-    });
+    run(wt_.data_ptr<float>());
   }
   std::vector<int64_t> shape(x.sizes().begin(), x.sizes().end());
   shape.back() = count;
