@@ -4,8 +4,9 @@
 //   - PackedLinear over one layer stack's products (qkv, output, both FFN matrices of every
 //     layer), packed as float32 and as float16: ms per pass for R rows (one decode step of R
 //     rows in one shard), GFLOP/s and the rate the weights stream at;
-//   - HostAttention for S sessions with W visible slots each (all heads): µs per call, ns per
-//     (slot, head) and the rate keys, values and position-table rows are read at.
+//   - HostAttention for S sessions with W visible slots each (all heads), with float32 and
+//     float16 rings: µs per call, ns per (slot, head) and the rate keys, values and
+//     position-table rows are read at.
 //
 //   mnemo-kernel-bench [--model models/mnemo-stdlib --rows 1,2,4,8,16 --windows 32,128,384]
 //
@@ -42,6 +43,7 @@ ABSL_FLAG(int, repeats, 20, "timed passes per measurement (the best is reported)
 namespace {
 
 using mnemo::model::CpuKernel;
+using mnemo::model::RingType;
 
 std::vector<int> ParseList(const std::string& text, const char* flag) {
   std::vector<int> values;
@@ -120,54 +122,61 @@ void BenchHostAttention(const mnemo::model::ModelConfig& c, const std::vector<in
   const int64_t table_rows = c.MaxDistance() + 1;
   std::printf("\n## HostAttention: %d sessions x %lld heads (d_head %lld), one thread\n\n",
               sessions, static_cast<long long>(heads), static_cast<long long>(dh));
-  std::printf("| kernel | window | us per call | ns per (slot, head) | GB/s read |\n");
-  std::printf("|---|---|---|---|---|\n");
+  std::printf("| kernel | rings | window | us per call | ns per (slot, head) | GB/s read |\n");
+  std::printf("|---|---|---|---|---|---|\n");
   torch::Tensor u = torch::randn({heads, dh}), v = torch::randn({heads, dh});
   torch::Tensor table = torch::randn({heads, table_rows, dh});
   torch::Tensor queries = torch::randn({sessions, heads, dh});
-  std::vector<torch::Tensor> keys, values;
+  std::vector<torch::Tensor> keys, values, half_keys, half_values;
   for (int s = 0; s < sessions; ++s) {
     keys.push_back(torch::randn({heads, capacity, dh}));
     values.push_back(torch::randn({heads, capacity, dh}));
+    half_keys.push_back(keys.back().to(torch::kHalf));
+    half_values.push_back(values.back().to(torch::kHalf));
   }
   torch::Tensor y = torch::empty({sessions, heads * dh});
   for (CpuKernel kernel : mnemo::model::AvailableCpuKernels()) {
     mnemo::model::SetCpuKernelForTesting(kernel);
-    for (int window : windows) {
-      const int64_t w = std::min<int64_t>(window, capacity);
-      // The newest w positions of each ring, at distances 0..w-1 (a raw window that wraps).
-      std::vector<mnemo::model::RingSpan> spans;
-      const int64_t start = (capacity - w / 2) % capacity;
-      if (start + w > capacity) {
-        spans.push_back({false, start, capacity - start});
-        spans.push_back({false, 0, w - (capacity - start)});
-      } else {
-        spans.push_back({false, start, w});
+    for (const bool half : {false, true}) {
+      for (int window : windows) {
+        const int64_t w = std::min<int64_t>(window, capacity);
+        // The newest w positions of each ring, at distances 0..w-1 (a raw window that wraps).
+        std::vector<mnemo::model::RingSpan> spans;
+        const int64_t start = (capacity - w / 2) % capacity;
+        if (start + w > capacity) {
+          spans.push_back({false, start, capacity - start});
+          spans.push_back({false, 0, w - (capacity - start)});
+        } else {
+          spans.push_back({false, start, w});
+        }
+        std::vector<int64_t> distances(w);
+        for (int64_t j = 0; j < w; ++j) distances[j] = (w - 1 - j) % table_rows;
+        std::vector<mnemo::model::HostAttentionRow> rows;
+        for (int s = 0; s < sessions; ++s) {
+          mnemo::model::HostAttentionRow row;
+          row.query = queries.data_ptr<float>() + s * heads * dh;
+          row.query_head_stride = dh;
+          row.ring_type = half ? RingType::kFloat16 : RingType::kFloat32;
+          row.k_raw = half ? half_keys[s].data_ptr() : keys[s].data_ptr();
+          row.v_raw = half ? half_values[s].data_ptr() : values[s].data_ptr();
+          row.raw_capacity = capacity;
+          row.spans = spans;
+          row.distances = distances;
+          rows.push_back(row);
+        }
+        mnemo::model::HostAttentionShape shape{heads, dh, table_rows,
+                                               1.0f / std::sqrt(static_cast<float>(dh))};
+        const double ms = BestMs(repeats, [&] {
+          mnemo::model::HostAttention(u.data_ptr<float>(), v.data_ptr<float>(),
+                                      table.data_ptr<float>(), shape, rows, y.data_ptr<float>());
+        });
+        // Per (slot, head): a key and a value (4 or 2 bytes each) and a float32 table row.
+        const double items = static_cast<double>(sessions) * heads * w;
+        const double bytes = items * dh * ((half ? 2 : 4) * 2 + 4);
+        std::printf("| %s | %s | %lld | %.1f | %.1f | %.1f |\n",
+                    mnemo::model::CpuKernelName(kernel).c_str(), half ? "float16" : "float32",
+                    static_cast<long long>(w), ms * 1000, ms * 1e6 / items, bytes / ms / 1e6);
       }
-      std::vector<int64_t> distances(w);
-      for (int64_t j = 0; j < w; ++j) distances[j] = (w - 1 - j) % table_rows;
-      std::vector<mnemo::model::HostAttentionRow> rows;
-      for (int s = 0; s < sessions; ++s) {
-        mnemo::model::HostAttentionRow row;
-        row.query = queries.data_ptr<float>() + s * heads * dh;
-        row.query_head_stride = dh;
-        row.k_raw = keys[s].data_ptr<float>();
-        row.v_raw = values[s].data_ptr<float>();
-        row.raw_capacity = capacity;
-        row.spans = spans;
-        row.distances = distances;
-        rows.push_back(row);
-      }
-      mnemo::model::HostAttentionShape shape{heads, dh, table_rows,
-                                             1.0f / std::sqrt(static_cast<float>(dh))};
-      const double ms = BestMs(repeats, [&] {
-        mnemo::model::HostAttention(u.data_ptr<float>(), v.data_ptr<float>(),
-                                    table.data_ptr<float>(), shape, rows, y.data_ptr<float>());
-      });
-      const double items = static_cast<double>(sessions) * heads * w;
-      std::printf("| %s | %lld | %.1f | %.1f | %.1f |\n",
-                  mnemo::model::CpuKernelName(kernel).c_str(), static_cast<long long>(w),
-                  ms * 1000, ms * 1e6 / items, items * 3 * dh * 4 / ms / 1e6);
     }
   }
 }
