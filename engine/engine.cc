@@ -75,7 +75,8 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& confi
         config.knn_exact_threshold, ") > 0"));
   }
   MNEMO_ASSIGN_OR_RETURN(const bool half_rings, model::ParseKvDtype(config.kv_dtype));
-  MNEMO_ASSIGN_OR_RETURN(const bool half_weights, model::ParseWeightDtype(config.weight_dtype));
+  MNEMO_ASSIGN_OR_RETURN(const torch::ScalarType weight_dtype,
+                         model::ParseWeightDtype(config.weight_dtype));
   const int cores = static_cast<int>(std::thread::hardware_concurrency());
   at::set_num_threads(config.threads > 0 ? config.threads : std::max(cores, 1));
 
@@ -86,7 +87,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& confi
   }
   model::LoadOptions load;
   load.device = device;
-  load.half_weights = half_weights;
+  load.weight_dtype = weight_dtype;
   MNEMO_ASSIGN_OR_RETURN(std::unique_ptr<model::Model> model,
                          model::Model::Load(config.model_dir, load));
   ModelInfo info = MakeModelInfo(*model, config.model_dir);

@@ -67,9 +67,10 @@ struct EngineConfig {
   // (the model's) or "float16" (half the bytes per session and of what decode attention reads;
   // CPU only; docs/results/kv_dtype.md).
   std::string kv_dtype = "float32";
-  // How the decode products hold the model's weights: "float32", or "float16" (the weights
-  // rounded to float16 at load: half the bytes a decode step streams; CPU only;
-  // docs/results/weight_dtype.md).
+  // How the decode products hold the model's weights: "float32"; "float16" (the weights
+  // rounded to float16 at load: half the bytes a decode step streams); or "bfloat16" (weights
+  // and each product's inputs rounded to bfloat16: bfloat16 dot products, AVX512-BF16 where
+  // the CPU has it). CPU only; docs/results/weight_dtype.md.
   std::string weight_dtype = "float32";
   // Shared kNN-LM datastores, as `--datastore` values: NAME=DIR[,lambda=L][,k=K]
   // [,temperature=T][,nprobe=N]. Each must have been built for this model.

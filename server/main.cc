@@ -17,6 +17,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "engine/engine.h"
+#include "engine/model/cpu_kernels.h"
 #include "engine/util/cpu_backend.h"
 #include "server/mnemo_server.h"
 
@@ -62,9 +63,10 @@ ABSL_FLAG(std::string, kv_dtype, "float32",
           "for half that memory and faster decoding of many streams at once, with log-probs "
           "changed slightly (CPU only; see docs/results/kv_dtype.md).");
 ABSL_FLAG(std::string, weight_dtype, "float32",
-          "How decoding holds the model's weights: float32, or float16 (rounded at load) for "
-          "half the bytes each decode step reads, with log-probs changed slightly (CPU only; "
-          "see docs/results/weight_dtype.md).");
+          "How decoding holds the model's weights: float32; float16 (rounded at load) for "
+          "half the bytes each decode step reads; or bfloat16 (weights and each product's "
+          "inputs rounded to bfloat16: bfloat16 dot products, fastest on CPUs with AVX512-BF16). "
+          "Log-probs change slightly (CPU only; see docs/results/weight_dtype.md).");
 ABSL_FLAG(std::string, datastore, "",
           "A shared kNN-LM datastore built by mnemo-index for this model, as "
           "NAME=DIR[,lambda=L][,k=K][,temperature=T][,nprobe=N] (the values are what requests "
@@ -180,6 +182,12 @@ int main(int argc, char** argv) {
     std::_Exit(1);  // the signal thread is still parked in sigwait
   }
   const mnemo::engine::ModelInfo& model = (*server)->engine()->model_info();
+  if (config.weight_dtype == "bfloat16" && !mnemo::model::Bf16DotInUse()) {
+    std::fprintf(stderr,
+                 "mnemo-server: note: this CPU has no AVX512-BF16, so --weight_dtype bfloat16 "
+                 "widens the weights and multiplies in float32 (the same results, slower than "
+                 "--weight_dtype float16 here)\n");
+  }
   std::fprintf(stderr,
                "mnemo-server: serving model %s (%d layers, d_model %d, %s, weights %s, "
                "attention memory %s) on %s (port %d), metrics on %s\n",

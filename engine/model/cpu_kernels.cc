@@ -16,6 +16,9 @@ CpuKernel BestKernel() {
 
 const CpuKernel kBestKernel = BestKernel();
 std::atomic<CpuKernel> kernel_in_use{kBestKernel};
+const bool kHasBf16Dot =
+    __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bf16");
+std::atomic<bool> bf16_dot_allowed{true};
 
 }  // namespace
 
@@ -29,6 +32,15 @@ std::vector<CpuKernel> AvailableCpuKernels() {
 CpuKernel CpuKernelInUse() { return kernel_in_use.load(std::memory_order_relaxed); }
 
 CpuKernel SetCpuKernelForTesting(CpuKernel kernel) { return kernel_in_use.exchange(kernel); }
+
+bool CpuHasBf16Dot() { return kHasBf16Dot; }
+
+bool Bf16DotInUse() {
+  return kHasBf16Dot && CpuKernelInUse() == CpuKernel::kAvx512 &&
+         bf16_dot_allowed.load(std::memory_order_relaxed);
+}
+
+bool SetBf16DotForTesting(bool allowed) { return bf16_dot_allowed.exchange(allowed); }
 
 std::string CpuKernelName(CpuKernel kernel) {
   switch (kernel) {

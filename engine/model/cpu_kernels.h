@@ -26,6 +26,18 @@ CpuKernel SetCpuKernelForTesting(CpuKernel kernel);
 // "generic", "avx2", "avx512".
 std::string CpuKernelName(CpuKernel kernel);
 
+// Whether this CPU has AVX512-BF16's dot product (vdpbf16ps: two bfloat16 products added to a
+// float32 lane per instruction).
+bool CpuHasBf16Dot();
+// Whether PackedLinear's bfloat16 strips use that dot product: where the CPU has it, the kernel
+// in use is kAvx512, and tests have not turned it off. Otherwise the strips are widened and
+// multiplied with the kernel's float32 multiply-adds: the same products (a bfloat16 times a
+// bfloat16 is exact in float32), summed in another order.
+bool Bf16DotInUse();
+// For tests: whether the dot product may be used (only where the CPU has it); returns the
+// setting before. Not while another thread runs a kernel.
+bool SetBf16DotForTesting(bool allowed);
+
 }  // namespace mnemo::model
 
 #endif  // MNEMO_ENGINE_MODEL_CPU_KERNELS_H_

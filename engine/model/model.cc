@@ -71,21 +71,25 @@ absl::Status LoadParameters(TransformerImpl& transformer, const SafetensorsFile&
 Model::Model(ModelConfig config, const LoadOptions& options, Transformer transformer)
     : config_(std::move(config)),
       device_(options.device),
-      half_weights_(options.half_weights),
+      weight_dtype_(options.weight_dtype),
       transformer_(std::move(transformer)) {
   transformer_->to(device_);
   transformer_->eval();
-  transformer_->CachePositionTables(half_weights_ ? torch::kFloat16 : torch::kFloat32);
+  transformer_->CachePositionTables(weight_dtype_);
 }
 
 absl::StatusOr<std::unique_ptr<Model>> Model::Make(ModelConfig config, const LoadOptions& options,
                                                    Transformer transformer) {
-  if (options.half_weights) {
-    if (!options.device.is_cpu()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("weight_dtype float16 is for the CPU; device is ", options.device.str()));
+  if (options.weight_dtype != torch::kFloat32) {
+    const std::string name = WeightDtypeName(options.weight_dtype);
+    if (options.weight_dtype != torch::kFloat16 && options.weight_dtype != torch::kBFloat16) {
+      return absl::InvalidArgumentError(absl::StrCat("weight_dtype ", name, " is not served"));
     }
-    if (!transformer->RoundWeightsToHalf()) {
+    if (!options.device.is_cpu()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "weight_dtype ", name, " is for the CPU; device is ", options.device.str()));
+    }
+    if (!transformer->RoundWeights(options.weight_dtype)) {
       return absl::InvalidArgumentError(absl::StrCat(
           "model ", config.name, " has weights beyond float16's range (|w| > 65504): "
           "weight_dtype float16 cannot hold them"));
@@ -215,8 +219,21 @@ absl::StatusOr<bool> ParseKvDtype(absl::string_view kv_dtype) {
   return ParseFloat16Choice("kv_dtype", kv_dtype);
 }
 
-absl::StatusOr<bool> ParseWeightDtype(absl::string_view weight_dtype) {
-  return ParseFloat16Choice("weight_dtype", weight_dtype);
+absl::StatusOr<torch::ScalarType> ParseWeightDtype(absl::string_view weight_dtype) {
+  if (weight_dtype == "float32") return torch::kFloat32;
+  if (weight_dtype == "float16") return torch::kFloat16;
+  if (weight_dtype == "bfloat16") return torch::kBFloat16;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "weight_dtype must be float32, float16 or bfloat16, got '", weight_dtype, "'"));
+}
+
+std::string WeightDtypeName(torch::ScalarType weight_dtype) {
+  switch (weight_dtype) {
+    case torch::kFloat32: return "float32";
+    case torch::kFloat16: return "float16";
+    case torch::kBFloat16: return "bfloat16";
+    default: return c10::toString(weight_dtype);
+  }
 }
 
 memory::SessionMemory Model::NewMemory(const MemoryOptions& options) const {

@@ -28,16 +28,28 @@ namespace mnemo::model {
 
 struct LoadOptions {
   torch::Device device = torch::kCPU;
-  // Weights rounded to float16 values at load, and the serving products' packed copies
-  // (small_matmul.h) kept as float16: half the bytes a decode step streams, at a small change
-  // in the results (docs/results/weight_dtype.md). The parameters stay float32 tensors holding
-  // the rounded values, so every path computes with the same weights (and Save writes them).
-  // The exit classifier keeps its own float32 weights. CPU only.
-  bool half_weights = false;
+  // How the serving paths hold the weights (docs/results/weight_dtype.md):
+  //   kFloat32   as loaded;
+  //   kFloat16   rounded to float16 values at load, and the serving products' packed copies
+  //              (small_matmul.h) kept as float16: half the bytes a decode step streams, the
+  //              same multiply-adds in float32;
+  //   kBFloat16  rounded to bfloat16 values at load, the packed copies kept as bfloat16, and
+  //              each product's input rows rounded to bfloat16 as well: the products run as
+  //              bfloat16 dot products (AVX512-BF16 where the CPU has it: twice the multiply-
+  //              adds per instruction), summed in float32. A change of numerics beyond the
+  //              weights': everything the packed products compute (every serving path) sees
+  //              it; LibTorch's own products (training, autograd) do not round their inputs.
+  // The parameters stay float32 tensors holding the rounded values, so every path computes
+  // with the same weights (and Save writes them). The exit classifier keeps its own float32
+  // weights. CPU only.
+  torch::ScalarType weight_dtype = torch::kFloat32;
 };
 
-// LoadOptions::half_weights for a `--weight_dtype` value, as ParseKvDtype.
-absl::StatusOr<bool> ParseWeightDtype(absl::string_view weight_dtype);
+// LoadOptions::weight_dtype for a `--weight_dtype` value: "float32", "float16" or "bfloat16";
+// INVALID_ARGUMENT otherwise.
+absl::StatusOr<torch::ScalarType> ParseWeightDtype(absl::string_view weight_dtype);
+// The `--weight_dtype` spelling of LoadOptions::weight_dtype: "float32", "float16", "bfloat16".
+std::string WeightDtypeName(torch::ScalarType weight_dtype);
 
 // Which positions of a Forward call get output log-probabilities.
 enum class Outputs { kAll, kLast };
@@ -88,8 +100,8 @@ class Model {
 
   const ModelConfig& config() const { return config_; }
   torch::Device device() const { return device_; }
-  // LoadOptions::half_weights as loaded.
-  bool half_weights() const { return half_weights_; }
+  // LoadOptions::weight_dtype as loaded.
+  torch::ScalarType weight_dtype() const { return weight_dtype_; }
 
   // An empty memory for one sequence: one that Recycle took back with the same options, when
   // there is one, else a new one (zero-filled rings, ~7.7 MB for the bundled model).
@@ -144,8 +156,8 @@ class Model {
   Transformer& transformer() { return transformer_; }
 
  private:
-  // Moves the transformer to the device, rounds its weights for options.half_weights (INVALID_
-  // ARGUMENT beyond float16's range, or off the CPU) and caches its inference tables.
+  // Moves the transformer to the device, rounds its weights for options.weight_dtype
+  // (INVALID_ARGUMENT beyond float16's range, or off the CPU) and caches its inference tables.
   static absl::StatusOr<std::unique_ptr<Model>> Make(ModelConfig config, const LoadOptions& options,
                                                      Transformer transformer);
   Model(ModelConfig config, const LoadOptions& options, Transformer transformer);
@@ -154,7 +166,7 @@ class Model {
 
   const ModelConfig config_;
   const torch::Device device_;
-  const bool half_weights_;
+  const torch::ScalarType weight_dtype_;
   Transformer transformer_;
   ExitClassifier exit_classifier_{nullptr};  // empty when the model has none
 

@@ -1,5 +1,5 @@
 // PackedLinear: y = x Wᵀ + b for the few rows of a decode step, on the CPU in float32 (the
-// weight's copy in float32 or float16).
+// weight's copy in float32 or float16), or with x and W in bfloat16.
 //
 // A decode step multiplies a handful of rows (one per session in a shard) by each weight
 // matrix. OpenBLAS is tuned for large products: at 8 rows a 256x1024 product runs at ~40
@@ -39,7 +39,11 @@ class PackedLinear {
   // a multiple of kColumns inside. strip_type kFloat16 keeps the copy as IEEE half (rounded to
   // nearest even), widened as the kernel reads it: half the bytes each call streams. Products
   // then agree with LibTorch's only for weights float16 holds exactly (Model rounds its
-  // weights first, LoadOptions::half_weights); the bias stays float32.
+  // weights first, LoadOptions::weight_dtype); the bias stays float32. strip_type kBFloat16
+  // keeps it as bfloat16 (rounded to nearest even) and rounds each row of x to bfloat16 too:
+  // Apply then computes linear(bfloat16(x), bfloat16(W)) + b, the products exact and summed in
+  // float32, with AVX512-BF16's dot product where the CPU has it (twice the multiply-adds per
+  // instruction) — a different function from LibTorch's on the same tensors.
   PackedLinear(const torch::Tensor& weight, const torch::Tensor& bias,
                torch::ScalarType strip_type = torch::kFloat32);
 
@@ -63,8 +67,10 @@ class PackedLinear {
   static constexpr int64_t kColumns = 32;  // outputs per tile
 
  private:
-  // [N padded / kColumns, K, kColumns] contiguous, float32 or float16: one strip per tile
+  // One strip per tile, contiguous: [N padded / kColumns, K, kColumns] float32 or float16, or
+  // [N padded / kColumns, ceil(K / 2), kColumns, 2] bfloat16 (pairs of inputs).
   torch::Tensor wt_;
+  int64_t inputs_ = 0;  // K
   torch::Tensor bias_;  // [N padded] contiguous, or undefined
   int64_t outputs_ = 0;  // N
   const void* weight_source_ = nullptr;  // the TensorImpl copied, and its version then

@@ -128,13 +128,17 @@ void TransformerImpl::CachePositionTables(torch::ScalarType strip_type) {
   util::MoveToHugePages(buffers);
 }
 
-bool TransformerImpl::RoundWeightsToHalf() {
+bool TransformerImpl::RoundWeights(torch::ScalarType type) {
+  TORCH_CHECK(type == torch::kFloat16 || type == torch::kBFloat16,
+              "RoundWeights: float16 or bfloat16, not ", type);
   torch::NoGradGuard no_grad;
-  constexpr double kHalfMax = 65504.0;
-  for (const torch::Tensor& p : parameters()) {
-    if (p.abs().max().item<double>() > kHalfMax) return false;
+  constexpr double kHalfMax = 65504.0;  // bfloat16 has float32's range
+  if (type == torch::kFloat16) {
+    for (const torch::Tensor& p : parameters()) {
+      if (p.abs().max().item<double>() > kHalfMax) return false;
+    }
   }
-  for (torch::Tensor& p : parameters()) p.copy_(p.to(torch::kFloat16));
+  for (torch::Tensor& p : parameters()) p.copy_(p.to(type));
   return true;
 }
 

@@ -69,13 +69,14 @@ class TransformerImpl : public torch::nn::Module {
   // Inference: precompute the per-layer relative-position tables and pack the weights the
   // serving paths multiply (small_matmul.h), all in one huge-page region (util/huge_pages.h:
   // a decode step of many rows streams them from memory); the weights must not change until
-  // cleared. strip_type kFloat16 packs them as float16 (PackedLinear), for weights float16 holds
-  // exactly (RoundWeightsToHalf).
+  // cleared. strip_type kFloat16 or kBFloat16 packs them in that type (PackedLinear), for
+  // weights it holds exactly (RoundWeights).
   void CachePositionTables(torch::ScalarType strip_type = torch::kFloat32);
-  // Rounds every parameter to the nearest float16 value, in place (still float32 tensors), so
-  // that float16-packed products and LibTorch's agree. False, changing nothing, when a value is
-  // beyond float16's range (|x| > 65504). Clear the cached tables first if they are set.
-  bool RoundWeightsToHalf();
+  // Rounds every parameter to the nearest value of `type` (kFloat16 or kBFloat16), in place
+  // (still float32 tensors), so that the packed products and LibTorch's use the same weights.
+  // False, changing nothing, when a value is beyond float16's range (|x| > 65504). Clear the
+  // cached tables first if they are set.
+  bool RoundWeights(torch::ScalarType type);
   void ClearPositionTables();
 
   // Normal(0, 0.02) weights, unit LayerNorms, zero biases; deterministic in `seed`.

@@ -42,7 +42,7 @@ ABSL_FLAG(std::string, batch_sizes, "1,4,16,64", "sessions per step, comma-separ
 ABSL_FLAG(std::string, kv_dtype, "float32",
           "element type of the sessions' attention rings: float32 or float16");
 ABSL_FLAG(std::string, weight_dtype, "float32",
-          "the model's weights: float32, or float16 (rounded at load, as mnemo-server)");
+          "the model's weights: float32, float16 or bfloat16 (as mnemo-server)");
 ABSL_FLAG(std::string, thresholds, "2,0.9,0.8", "CALM thresholds (> 1 = no early exit)");
 ABSL_FLAG(std::string, exit_measure, "softmax",
           "CALM confidence measure the thresholds apply to: softmax, saturation or classifier");
@@ -176,14 +176,14 @@ int main(int argc, char** argv) {
   const int threads = absl::GetFlag(FLAGS_threads);
   at::set_num_threads(threads > 0 ? threads : static_cast<int>(std::thread::hardware_concurrency()));
 
-  const absl::StatusOr<bool> half_weights =
+  const absl::StatusOr<torch::ScalarType> weight_dtype =
       mnemo::model::ParseWeightDtype(absl::GetFlag(FLAGS_weight_dtype));
-  if (!half_weights.ok()) {
-    std::fprintf(stderr, "--weight_dtype: %s\n", half_weights.status().ToString().c_str());
+  if (!weight_dtype.ok()) {
+    std::fprintf(stderr, "--weight_dtype: %s\n", weight_dtype.status().ToString().c_str());
     return 2;
   }
   mnemo::model::LoadOptions load;
-  load.half_weights = *half_weights;
+  load.weight_dtype = *weight_dtype;
   auto model = mnemo::model::Model::Load(absl::GetFlag(FLAGS_model), load);
   if (!model.ok()) {
     std::fprintf(stderr, "%s\n", model.status().ToString().c_str());

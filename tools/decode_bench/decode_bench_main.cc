@@ -60,7 +60,7 @@ ABSL_FLAG(int64_t, knn_exact_threshold, 0,
 ABSL_FLAG(std::string, kv_dtype, "float32",
           "element type of the attention rings (raw and compressed): float32 or float16");
 ABSL_FLAG(std::string, weight_dtype, "float32",
-          "the model's weights: float32, or float16 (rounded at load, as mnemo-server)");
+          "the model's weights: float32, float16 or bfloat16 (as mnemo-server)");
 ABSL_FLAG(int, tokens, 200, "decode tokens timed per checkpoint");
 ABSL_FLAG(int, warmup, 20, "decode tokens run before timing at each checkpoint");
 ABSL_FLAG(int64_t, full_max_history, 262144, "largest history the full-attention baseline runs");
@@ -155,7 +155,7 @@ absl::StatusOr<Checkpoint> TimeDecode(mnemo::model::Model& model, mnemo::memory:
 
 absl::Status Run(const std::vector<int64_t>& histories, const std::vector<std::string>& modes) {
   mnemo::model::LoadOptions load;
-  MNEMO_ASSIGN_OR_RETURN(load.half_weights,
+  MNEMO_ASSIGN_OR_RETURN(load.weight_dtype,
                          mnemo::model::ParseWeightDtype(absl::GetFlag(FLAGS_weight_dtype)));
   MNEMO_ASSIGN_OR_RETURN(std::unique_ptr<mnemo::model::Model> model,
                          mnemo::model::Model::Load(absl::GetFlag(FLAGS_model), load));

@@ -76,8 +76,7 @@ ABSL_FLAG(std::string, kv_dtype, "float32",
           "element type of the memory modes' attention rings: float32, or float16 (as "
           "mnemo-server --kv_dtype float16)");
 ABSL_FLAG(std::string, weight_dtype, "float32",
-          "the model's weights: float32, or float16 (rounded at load, as mnemo-server "
-          "--weight_dtype float16)");
+          "the model's weights: float32, float16 or bfloat16 (as mnemo-server --weight_dtype)");
 ABSL_FLAG(std::string, passkey_seeds, "20",
           "passkey trials per distance and setting: one count, or one per distance");
 ABSL_FLAG(std::string, passkey_distances, "8192,32768,131072", "passkey filler bytes");
@@ -189,14 +188,19 @@ int Run(int argc, char** argv) {
   report.min_bytes = absl::GetFlag(FLAGS_min_bytes);
   report.max_bytes_per_file = absl::GetFlag(FLAGS_max_bytes_per_file);
 
-  const absl::StatusOr<bool> half_weights =
+  const absl::StatusOr<torch::ScalarType> weight_dtype =
       mnemo::model::ParseWeightDtype(absl::GetFlag(FLAGS_weight_dtype));
-  if (!half_weights.ok()) return Fail(std::string(half_weights.status().message()));
+  if (!weight_dtype.ok()) return Fail(std::string(weight_dtype.status().message()));
   mnemo::model::LoadOptions load;
-  load.half_weights = *half_weights;
+  load.weight_dtype = *weight_dtype;
   auto model = mnemo::model::Model::Load(model_dir, load);
   if (!model.ok()) return Fail(std::string(model.status().message()));
-  if (*half_weights) report.notes.push_back("weights rounded to float16 (--weight_dtype float16)");
+  if (*weight_dtype == torch::kFloat16) {
+    report.notes.push_back("weights rounded to float16 (--weight_dtype float16)");
+  } else if (*weight_dtype == torch::kBFloat16) {
+    report.notes.push_back(
+        "weights and the products' inputs rounded to bfloat16 (--weight_dtype bfloat16)");
+  }
   report.config = (*model)->config();
   report.parameters = (*model)->ParameterCount();
 

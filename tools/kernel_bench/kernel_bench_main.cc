@@ -75,9 +75,11 @@ double BestMs(int repeats, const std::function<void()>& pass) {
 
 void BenchPackedLinear(const mnemo::model::ModelConfig& c, const std::vector<int>& rows,
                        int repeats) {
+  const std::vector<torch::ScalarType> strip_types{torch::kFloat32, torch::kFloat16,
+                                                   torch::kBFloat16};
   struct Product {
     torch::Tensor weight;
-    mnemo::model::PackedLinear packed, packed_half;
+    std::vector<mnemo::model::PackedLinear> packed;  // one per strip type
   };
   const int64_t width = static_cast<int64_t>(c.n_heads) * c.d_head;
   std::vector<Product> products;
@@ -87,8 +89,9 @@ void BenchPackedLinear(const mnemo::model::ModelConfig& c, const std::vector<int
                         {c.d_model, width}, {c.d_ff, c.d_model}, {c.d_model, c.d_ff}}) {
       torch::Tensor w = torch::randn({n, k}) / std::sqrt(static_cast<double>(k));
       torch::Tensor b = torch::randn({n});
-      products.push_back({w, mnemo::model::PackedLinear(w, b),
-                          mnemo::model::PackedLinear(w, b, torch::kFloat16)});
+      Product product{w, {}};
+      for (torch::ScalarType type : strip_types) product.packed.emplace_back(w, b, type);
+      products.push_back(std::move(product));
       weights += static_cast<double>(n * k);
     }
   }
@@ -98,22 +101,33 @@ void BenchPackedLinear(const mnemo::model::ModelConfig& c, const std::vector<int
   std::printf("|---|---|---|---|---|---|---|\n");
   for (CpuKernel kernel : mnemo::model::AvailableCpuKernels()) {
     mnemo::model::SetCpuKernelForTesting(kernel);
-    for (const bool half : {false, true}) {
-      for (int r : rows) {
-        std::vector<torch::Tensor> inputs;
-        for (const Product& p : products) inputs.push_back(torch::randn({r, p.weight.size(1)}));
-        const double ms = BestMs(repeats, [&] {
-          for (size_t i = 0; i < products.size(); ++i) {
-            (half ? products[i].packed_half : products[i].packed).Apply(inputs[i]);
-          }
-        });
-        std::printf("| %s | %s | %d | %.3f | %.1f | %.1f | %.1f |\n",
-                    mnemo::model::CpuKernelName(kernel).c_str(), half ? "float16" : "float32", r,
-                    ms, 2 * weights * r / ms / 1e6, weights * (half ? 2 : 4) / ms / 1e6,
-                    ms * 1000 / r);
+    for (size_t t = 0; t < strip_types.size(); ++t) {
+      // Bfloat16 strips with AVX-512: widened and multiplied with FMA, and (where the CPU has
+      // it) with AVX512-BF16's dot product, the default there.
+      std::vector<bool> dot{false};
+      if (strip_types[t] == torch::kBFloat16 && kernel == CpuKernel::kAvx512 &&
+          mnemo::model::CpuHasBf16Dot()) {
+        dot.push_back(true);
+      }
+      for (const bool use_dot : dot) {
+        mnemo::model::SetBf16DotForTesting(use_dot);
+        const std::string name =
+            mnemo::model::CpuKernelName(kernel) + (use_dot ? " + bf16 dot" : "");
+        const int bytes = strip_types[t] == torch::kFloat32 ? 4 : 2;
+        for (int r : rows) {
+          std::vector<torch::Tensor> inputs;
+          for (const Product& p : products) inputs.push_back(torch::randn({r, p.weight.size(1)}));
+          const double ms = BestMs(repeats, [&] {
+            for (size_t i = 0; i < products.size(); ++i) products[i].packed[t].Apply(inputs[i]);
+          });
+          std::printf("| %s | %s | %d | %.3f | %.1f | %.1f | %.1f |\n", name.c_str(),
+                      mnemo::model::WeightDtypeName(strip_types[t]).c_str(), r, ms,
+                      2 * weights * r / ms / 1e6, weights * bytes / ms / 1e6, ms * 1000 / r);
+        }
       }
     }
   }
+  mnemo::model::SetBf16DotForTesting(true);
 }
 
 void BenchHostAttention(const mnemo::model::ModelConfig& c, const std::vector<int>& windows,

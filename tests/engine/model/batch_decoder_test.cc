@@ -229,22 +229,26 @@ TEST_P(BatchDecoderTest, Float16RingsStayCloseToFloat32Rings) {
   EXPECT_LT(largest, 2e-2f);
 }
 
-TEST_P(BatchDecoderTest, Float16WeightsMatchSoloForward) {
-  // A model loaded with LoadOptions::half_weights: the batched step (float16 packed products)
-  // equals each row fed alone, with float16 rings too, and with early exit.
-  LoadOptions half_weights;
-  half_weights.half_weights = true;
-  model_ = Model::Random(Config(), 11, half_weights);
-  model_->SetExitClassifier(::mnemo::testing::RandomExitClassifier(Config(), 12));
-  ASSERT_TRUE(model_->half_weights());
-  MemoryOptions half_rings;
-  half_rings.half_rings = true;
-  std::vector<std::unique_ptr<Session>> owned;
-  for (int history : {0, 300, 2000}) owned.push_back(Primed(history, history + 51));
-  owned.push_back(Primed(120, 54, half_rings));
-  owned[1]->threshold = ::mnemo::testing::HalfExitThreshold(
-      *model_, ExitMeasure::kSoftmaxResponse, RandomBytes(200, 8));
-  StepTogetherAndCompare(owned, 9);
+TEST_P(BatchDecoderTest, HalfWeightsMatchSoloForward) {
+  // A model loaded with float16 or bfloat16 weights (LoadOptions::weight_dtype): the batched step
+  // (half-width packed products) equals each row fed alone, with float16 rings too, and with
+  // early exit.
+  for (torch::ScalarType type : {torch::kFloat16, torch::kBFloat16}) {
+    SCOPED_TRACE(WeightDtypeName(type));
+    LoadOptions options;
+    options.weight_dtype = type;
+    model_ = Model::Random(Config(), 11, options);
+    model_->SetExitClassifier(::mnemo::testing::RandomExitClassifier(Config(), 12));
+    ASSERT_EQ(model_->weight_dtype(), type);
+    MemoryOptions half_rings;
+    half_rings.half_rings = true;
+    std::vector<std::unique_ptr<Session>> owned;
+    for (int history : {0, 300, 2000}) owned.push_back(Primed(history, history + 51));
+    owned.push_back(Primed(120, 54, half_rings));
+    owned[1]->threshold = ::mnemo::testing::HalfExitThreshold(
+        *model_, ExitMeasure::kSoftmaxResponse, RandomBytes(200, 8));
+    StepTogetherAndCompare(owned, 9);
+  }
 }
 
 TEST_P(BatchDecoderTest, RowsJoinAndLeaveBetweenSteps) {

@@ -144,42 +144,46 @@ TEST_F(ModelLoaderTest, HalfPrecisionWeightsLoad) {
   ASSERT_TRUE(loaded.ok()) << loaded.status();
 }
 
-TEST_F(ModelLoaderTest, Float16WeightsAreRoundedOnceAndComputeConsistently) {
-  LoadOptions half;
-  half.half_weights = true;
-  auto loaded = Model::Load(dir_.string(), half);
-  ASSERT_TRUE(loaded.ok()) << loaded.status();
-  EXPECT_TRUE((*loaded)->half_weights());
-  EXPECT_FALSE(model_->half_weights());
-  // Every parameter is the saved one rounded to float16, still a float32 tensor.
-  auto original = model_->transformer()->named_parameters();
-  for (const auto& item : (*loaded)->transformer()->named_parameters()) {
-    const torch::Tensor& p = item.value();
-    ASSERT_EQ(p.scalar_type(), torch::kFloat32) << item.key();
-    EXPECT_TRUE(torch::equal(p, original[item.key()].to(torch::kFloat16).to(torch::kFloat32)))
-        << item.key();
-  }
-  // The same text all at once and token by token (prompt products vs decode-sized ones, both
-  // on the float16 copies) agrees; against the float32 model it moves a little, not a lot.
+TEST_F(ModelLoaderTest, HalfWeightsAreRoundedOnceAndComputeConsistently) {
+  // float16 and bfloat16: every parameter is the saved one rounded, still a float32 tensor; the
+  // same text all at once and token by token (prompt products vs decode-sized ones, both on the
+  // packed copies) agrees; against the float32 model it moves a little, not a lot (here: 1.7e-4
+  // with float16, 1.6e-3 with bfloat16, whose products round their inputs too).
   std::vector<int> tokens = {kBosId, 'h', 'e', 'l', 'l', 'o', ',', ' ', 'w', 'o', 'r', 'l',
                              'd', '!', ' ', 'a', 'g', 'a', 'i', 'n', '.'};
-  auto whole_memory = (*loaded)->NewMemory();
-  auto whole = (*loaded)->Forward(tokens, whole_memory);
-  ASSERT_TRUE(whole.ok()) << whole.status();
-  auto step_memory = (*loaded)->NewMemory();
-  float incremental = 0.0f;
-  for (size_t i = 0; i < tokens.size(); ++i) {
-    auto one = (*loaded)->Forward({tokens[i]}, step_memory, Outputs::kLast);
-    ASSERT_TRUE(one.ok()) << one.status();
-    incremental = std::max(incremental, ((*one)[0] - (*whole)[i]).abs().max().item<float>());
-  }
-  EXPECT_LT(incremental, 1e-4);
   auto full_memory = model_->NewMemory();
   auto full = model_->Forward(tokens, full_memory);
   ASSERT_TRUE(full.ok());
-  const float moved = (*full - *whole).abs().max().item<float>();
-  EXPECT_GT(moved, 0.0f);
-  EXPECT_LT(moved, 2e-2);
+  EXPECT_EQ(model_->weight_dtype(), torch::kFloat32);
+  for (torch::ScalarType type : {torch::kFloat16, torch::kBFloat16}) {
+    SCOPED_TRACE(WeightDtypeName(type));
+    LoadOptions options;
+    options.weight_dtype = type;
+    auto loaded = Model::Load(dir_.string(), options);
+    ASSERT_TRUE(loaded.ok()) << loaded.status();
+    EXPECT_EQ((*loaded)->weight_dtype(), type);
+    auto original = model_->transformer()->named_parameters();
+    for (const auto& item : (*loaded)->transformer()->named_parameters()) {
+      const torch::Tensor& p = item.value();
+      ASSERT_EQ(p.scalar_type(), torch::kFloat32) << item.key();
+      EXPECT_TRUE(torch::equal(p, original[item.key()].to(type).to(torch::kFloat32)))
+          << item.key();
+    }
+    auto whole_memory = (*loaded)->NewMemory();
+    auto whole = (*loaded)->Forward(tokens, whole_memory);
+    ASSERT_TRUE(whole.ok()) << whole.status();
+    auto step_memory = (*loaded)->NewMemory();
+    float incremental = 0.0f;
+    for (size_t i = 0; i < tokens.size(); ++i) {
+      auto one = (*loaded)->Forward({tokens[i]}, step_memory, Outputs::kLast);
+      ASSERT_TRUE(one.ok()) << one.status();
+      incremental = std::max(incremental, ((*one)[0] - (*whole)[i]).abs().max().item<float>());
+    }
+    EXPECT_LT(incremental, 1e-4);
+    const float moved = (*full - *whole).abs().max().item<float>();
+    EXPECT_GT(moved, 0.0f);
+    EXPECT_LT(moved, 2e-2);
+  }
 }
 
 TEST_F(ModelLoaderTest, Float16WeightsRefuseValuesBeyondItsRange) {
@@ -189,14 +193,32 @@ TEST_F(ModelLoaderTest, Float16WeightsRefuseValuesBeyondItsRange) {
     }
   });
   LoadOptions half;
-  half.half_weights = true;
+  half.weight_dtype = torch::kFloat16;
   const absl::Status s = Model::Load(dir_.string(), half).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
   EXPECT_NE(s.message().find("float16"), std::string::npos) << s;
   EXPECT_TRUE(LoadStatus().ok());  // float32 holds them
-  EXPECT_EQ(ParseWeightDtype("bfloat16").status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_TRUE(*ParseWeightDtype("float16"));
-  EXPECT_FALSE(*ParseWeightDtype("float32"));
+  LoadOptions bfloat16;           // and so does bfloat16 (float32's range)
+  bfloat16.weight_dtype = torch::kBFloat16;
+  EXPECT_TRUE(Model::Load(dir_.string(), bfloat16).ok());
+}
+
+TEST_F(ModelLoaderTest, WeightDtypeParsesItsThreeNamesOnly) {
+  EXPECT_EQ(*ParseWeightDtype("float32"), torch::kFloat32);
+  EXPECT_EQ(*ParseWeightDtype("float16"), torch::kFloat16);
+  EXPECT_EQ(*ParseWeightDtype("bfloat16"), torch::kBFloat16);
+  for (const char* bad : {"", "fp16", "bf16", "Float16", "int8", "float64"}) {
+    const absl::Status s = ParseWeightDtype(bad).status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(s.message().find("bfloat16"), std::string::npos) << s;  // says what is allowed
+  }
+  for (torch::ScalarType type : {torch::kFloat32, torch::kFloat16, torch::kBFloat16}) {
+    EXPECT_EQ(*ParseWeightDtype(WeightDtypeName(type)), type);
+  }
+  LoadOptions doubles;
+  doubles.weight_dtype = torch::kFloat64;
+  EXPECT_EQ(Model::Load(dir_.string(), doubles).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST_F(ModelLoaderTest, ForwardRejectsOutOfVocabularyIds) {

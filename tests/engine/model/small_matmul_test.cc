@@ -1,12 +1,14 @@
 // PackedLinear against torch::linear: every row count up to kMaxRows (full and partial blocks of
-// 4), with and without bias, K not a multiple of anything, strided inputs; shapes it does not
-// take are refused rather than computed wrongly.
+// 4), with and without bias, K not a multiple of anything, strided inputs; float16 and bfloat16
+// strips against torch::linear on the rounded tensors; shapes it does not take are refused
+// rather than computed wrongly.
 #include "engine/model/small_matmul.h"
 
 #include <ATen/Context.h>
 #include <gtest/gtest.h>
 #include <torch/types.h>
 
+#include <cmath>
 #include <string>
 #include <utility>
 #include <vector>
@@ -96,6 +98,71 @@ TEST_P(PackedKernelTest, Float16StripsMatchTorchLinearOnRoundedWeights) {
   }
 }
 
+// BFloat16 strips on this kernel: with AVX512-BF16's dot product (where in use) and without it.
+std::vector<bool> DotSettings() {
+  std::vector<bool> settings{false};
+  if (CpuHasBf16Dot() && CpuKernelInUse() == CpuKernel::kAvx512) settings.push_back(true);
+  return settings;
+}
+
+TEST_P(PackedKernelTest, BFloat16StripsMatchTorchLinearOnRoundedInputsAndWeights) {
+  // Strips kept as bfloat16 compute linear(bfloat16(x), bfloat16(W)) + b: the products exact,
+  // summed in float32. torch::linear on both rounded is the reference (to float32 rounding of
+  // the sums); with x unrounded it is not.
+  at::manual_seed(10);
+  for (const bool dot : DotSettings()) {
+    const bool saved = SetBf16DotForTesting(dot);
+    ASSERT_EQ(Bf16DotInUse(), dot);
+    for (int64_t k : {7, 64, 256, 1024}) {
+      for (int64_t n : {32, 259}) {
+        torch::Tensor w = torch::randn({n, k}) / std::sqrt(static_cast<double>(k));
+        torch::Tensor b = torch::randn({n});
+        const torch::Tensor w16 = w.to(torch::kBFloat16).to(torch::kFloat32);
+        PackedLinear packed(w, b, torch::kBFloat16);
+        ASSERT_TRUE(packed.defined());
+        for (int64_t m : {1, 2, 3, 5, 8, 9, 17, 40}) {
+          torch::Tensor x = torch::randn({m, k});
+          const torch::Tensor x16 = x.to(torch::kBFloat16).to(torch::kFloat32);
+          const torch::Tensor expected = torch::linear(x16, w16, b);
+          const torch::Tensor y = packed.Apply(x);
+          EXPECT_LT((y - expected).abs().max().item<float>(), 1e-4)
+              << "dot " << dot << " m " << m << " k " << k << " n " << n;
+          if (k >= 64) {
+            EXPECT_GT((y - torch::linear(x, w16, b)).abs().max().item<float>(), 1e-4)
+                << "dot " << dot << " m " << m << ": the inputs were not rounded";
+          }
+          if (n <= 32) continue;
+          torch::Tensor part = packed.Apply(x, 32, n - 32);
+          EXPECT_LT((part - expected.narrow(1, 32, n - 32)).abs().max().item<float>(),
+                    1e-4)
+              << "dot " << dot << " m " << m << " outputs [32, " << n << ")";
+        }
+      }
+    }
+    SetBf16DotForTesting(saved);
+  }
+}
+
+TEST_P(PackedKernelTest, BFloat16StripsRoundInputsToNearestEven) {
+  // Inputs exactly halfway between two bfloat16 values round to the even one, as LibTorch's
+  // .to(kBFloat16) does; an identity weight shows the rounded inputs themselves.
+  const torch::Tensor eye = torch::eye(64);
+  PackedLinear packed(eye, torch::Tensor(), torch::kBFloat16);
+  // 1 + 2^-8 is halfway between 1 and 1 + 2^-7 (to 1), 1 + 3 * 2^-8 halfway between 1 + 2^-7
+  // and 1 + 2^-6 (up, to the even one); then negative, large and random values.
+  torch::Tensor x = torch::randn({3, 64}) * 1e3;
+  x[0][0] = 1.0f + 1.0f / 256;
+  x[0][1] = 1.0f + 3.0f / 256;
+  x[0][2] = -(1.0f + 1.0f / 256);
+  x[0][63] = 3.0e38f;
+  for (const bool dot : DotSettings()) {
+    const bool saved = SetBf16DotForTesting(dot);
+    EXPECT_TRUE(torch::equal(packed.Apply(x), x.to(torch::kBFloat16).to(torch::kFloat32)))
+        << "dot " << dot;
+    SetBf16DotForTesting(saved);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Kernels, PackedKernelTest, ::testing::ValuesIn(AvailableCpuKernels()),
                          CpuKernelTestName);
 
@@ -117,10 +184,20 @@ TEST(PackedLinearTest, TakesRowsOfAWiderTensor) {
   EXPECT_LT((packed.Apply(x) - torch::linear(x, w)).abs().max().item<float>(), 1e-5);
 }
 
-TEST(PackedLinearTest, StripsAreFloat32OrFloat16) {
+TEST(PackedLinearTest, StripsAreFloat32Float16OrBFloat16) {
   torch::Tensor w = torch::randn({32, 8});
-  EXPECT_THROW(PackedLinear(w, torch::Tensor(), torch::kBFloat16), c10::Error);
   EXPECT_THROW(PackedLinear(w, torch::Tensor(), torch::kFloat64), c10::Error);
+  EXPECT_THROW(PackedLinear(w, torch::Tensor(), torch::kInt8), c10::Error);
+}
+
+TEST(PackedLinearTest, Bf16DotOnlyWhereTheCpuHasItAndOnAvx512) {
+  EXPECT_EQ(Bf16DotInUse(), CpuHasBf16Dot());  // the default: the CPU's fastest kernel
+  const bool saved = SetBf16DotForTesting(false);
+  EXPECT_FALSE(Bf16DotInUse());
+  SetBf16DotForTesting(saved);
+  const CpuKernel kernel = SetCpuKernelForTesting(CpuKernel::kAvx2);
+  EXPECT_FALSE(Bf16DotInUse());
+  SetCpuKernelForTesting(kernel);
 }
 
 TEST(PackedLinearTest, RefusesWhatItCannotCompute) {

@@ -110,18 +110,22 @@ TEST_F(EngineTest, Float16AttentionMemoryHoldsFewerBytesAndServes) {
   EXPECT_LT(bytes[1], bytes[0]);  // the kNN memory stays float32: not half of the total
 }
 
-TEST_F(EngineTest, Float16WeightsServe) {
+TEST_F(EngineTest, HalfWeightsServe) {
   EngineConfig config;
   config.model_dir = *dir_;
   config.weight_dtype = "int8";
   absl::StatusOr<std::unique_ptr<Engine>> bad = Engine::Create(config);
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_TRUE(absl::StrContains(bad.status().message(), "weight_dtype must be float32 or float16"))
+  EXPECT_TRUE(absl::StrContains(bad.status().message(),
+                                "weight_dtype must be float32, float16 or bfloat16"))
       << bad.status();
 
-  std::unique_ptr<Engine> engine = MakeEngine("float16", "float16");
-  ASSERT_NE(engine, nullptr);
-  ExpectGreedyAnswer(*engine, "");  // one-shot
+  for (const char* weight_dtype : {"float16", "bfloat16"}) {
+    SCOPED_TRACE(weight_dtype);
+    std::unique_ptr<Engine> engine = MakeEngine("float16", weight_dtype);
+    ASSERT_NE(engine, nullptr);
+    ExpectGreedyAnswer(*engine, "");  // one-shot
+  }
 }
 
 TEST_F(EngineTest, GeneratesInASessionAndValidatesSynchronously) {
