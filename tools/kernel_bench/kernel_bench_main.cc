@@ -2,8 +2,9 @@
 // instruction set this CPU runs (engine/model/cpu_kernels.h), with a model's shapes:
 //
 //   - PackedLinear over one layer stack's products (qkv, output, both FFN matrices of every
-//     layer), packed as float32 and as float16: ms per pass for R rows (one decode step of R
-//     rows in one shard), GFLOP/s and the rate the weights stream at;
+//     layer), packed as float32, float16 and bfloat16 (the last with and without AVX512-BF16's
+//     dot product where the CPU has it): ms per pass for R rows (one decode step of R rows in
+//     one shard), GFLOP/s and the rate the weights stream at;
 //   - HostAttention for S sessions with W visible slots each (all heads), with float32 and
 //     float16 rings: µs per call, ns per (slot, head) and the rate keys, values and
 //     position-table rows are read at.
@@ -127,7 +128,7 @@ void BenchPackedLinear(const mnemo::model::ModelConfig& c, const std::vector<int
       }
     }
   }
-  mnemo::model::SetBf16DotForTesting(true);
+  mnemo::model::SetBf16DotForTesting(true);  // back to the default
 }
 
 void BenchHostAttention(const mnemo::model::ModelConfig& c, const std::vector<int>& windows,
