@@ -6,7 +6,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "engine/eval/corpus.h"
+#include "engine/corpus/data_files.h"
 
 namespace mnemo::calm {
 namespace {
@@ -47,7 +47,7 @@ absl::StatusOr<std::vector<CorpusEntry>> ScanCorpus(const std::string& dir) {
   if (!fs::is_directory(dir, error)) {
     return absl::NotFoundError(absl::StrCat("corpus ", dir, " is not a directory"));
   }
-  absl::StatusOr<std::vector<std::string>> paths = eval::ListDataFiles(dir);
+  absl::StatusOr<std::vector<std::string>> paths = corpus::ListDataFiles(dir);
   if (!paths.ok()) return paths.status();
   std::vector<CorpusEntry> entries;
   for (const std::string& path : *paths) {
@@ -62,7 +62,7 @@ absl::StatusOr<std::optional<std::set<std::string>>> ReadHeldOut(const std::stri
   const std::string split = (fs::path(model_dir) / "split.json").string();
   std::error_code error;
   if (!fs::exists(split, error)) return std::optional<std::set<std::string>>();
-  absl::StatusOr<std::vector<std::string>> paths = eval::ReadSplitJson(split);
+  absl::StatusOr<std::vector<std::string>> paths = corpus::ReadSplitJson(split);
   if (!paths.ok()) return paths.status();
   std::set<std::string> held_out;
   for (const std::string& p : *paths) held_out.insert(NormalisePath(p));

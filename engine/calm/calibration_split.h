@@ -1,7 +1,7 @@
 // Which corpus files calibrate, chosen so they are neither trained on nor evaluated on.
 //
 // mnemo-eval's test set is the model's held-out files (MODEL/split.json "validation", written
-// by the trainer) of at least its --min_bytes, 32768 by default (engine/eval/corpus.h). The
+// by the trainer) of at least its --min_bytes, 32768 by default (eval::CorpusOptions). The
 // calibration set is the complement inside the held-out files: held out from training AND
 // smaller than that size, so the two never share a file while both stay unseen by training.
 // Without a split.json every corpus file qualifies (the caller warns: it may have trained on

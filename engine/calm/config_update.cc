@@ -4,11 +4,11 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
-#include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "engine/model/model_config.h"
+#include "engine/util/files.h"
 #include "nlohmann/json.hpp"
 
 namespace mnemo::calm {
@@ -20,11 +20,9 @@ namespace fs = std::filesystem;
 absl::Status EditConfig(const std::string& model_dir,
                         const std::function<void(nlohmann::json&)>& edit) {
   const std::string path = (fs::path(model_dir) / "config.json").string();
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot open ", path));
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  nlohmann::json json = nlohmann::json::parse(buffer.str(), nullptr, /*allow_exceptions=*/false);
+  absl::StatusOr<std::string> text = util::ReadFile(path);
+  if (!text.ok()) return text.status();
+  nlohmann::json json = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
   if (json.is_discarded() || !json.is_object()) {
     return absl::InvalidArgumentError(absl::StrCat(path, " is not a JSON object"));
   }

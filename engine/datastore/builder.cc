@@ -21,7 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "engine/datastore/datastore.h"
 #include "engine/datastore/mapped_file.h"
-#include "engine/training/corpus.h"
+#include "engine/util/files.h"
 #include "engine/util/status_macros.h"
 
 namespace mnemo::datastore {
@@ -102,7 +102,7 @@ absl::StatusOr<Manifest> BuildDatastore(model::Model& model, const ModelId& mode
     const int chunk = std::max(1, options.chunk_tokens);
     for (const SourceFile& file : files) {
       ++state.file;
-      MNEMO_ASSIGN_OR_RETURN(std::string text, training::ReadWholeFile(file.path));
+      MNEMO_ASSIGN_OR_RETURN(std::string text, util::ReadFile(file.path));
       if (static_cast<int64_t>(text.size()) > file.bytes) text.resize(static_cast<size_t>(file.bytes));
       if (text.empty()) continue;
       std::vector<int> tokens;

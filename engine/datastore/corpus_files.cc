@@ -6,8 +6,8 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "engine/eval/corpus.h"
-#include "engine/training/corpus.h"
+#include "engine/corpus/corpus.h"
+#include "engine/corpus/data_files.h"
 #include "engine/util/status_macros.h"
 
 namespace mnemo::datastore {
@@ -25,10 +25,10 @@ std::string Canonical(const std::string& path) {
 
 absl::StatusOr<std::vector<SourceFile>> SelectCorpusFiles(const std::string& root,
                                                           const CorpusSelection& selection) {
-  training::CorpusOptions options;
+  corpus::CorpusOptions options;
   options.extensions = selection.extensions;
-  MNEMO_ASSIGN_OR_RETURN(training::Corpus corpus, training::Corpus::Scan(root, options));
-  std::vector<training::CorpusFile> files = corpus.train;
+  MNEMO_ASSIGN_OR_RETURN(corpus::Corpus corpus, corpus::Corpus::Scan(root, options));
+  std::vector<corpus::CorpusFile> files = corpus.train;
   files.insert(files.end(), corpus.validation.begin(), corpus.validation.end());
   std::sort(files.begin(), files.end(), [](const auto& a, const auto& b) {
     return a.relative_path < b.relative_path;
@@ -37,13 +37,13 @@ absl::StatusOr<std::vector<SourceFile>> SelectCorpusFiles(const std::string& roo
   std::set<std::string> excluded;
   if (!selection.exclude_split_json.empty()) {
     MNEMO_ASSIGN_OR_RETURN(std::vector<std::string> held_out,
-                           eval::ReadSplitJson(selection.exclude_split_json));
+                           corpus::ReadSplitJson(selection.exclude_split_json));
     for (const std::string& path : held_out) excluded.insert(Canonical(path));
   }
 
   std::vector<SourceFile> out;
   int64_t total = 0;
-  for (const training::CorpusFile& file : files) {
+  for (const corpus::CorpusFile& file : files) {
     if (selection.max_bytes > 0 && total >= selection.max_bytes) break;
     if (excluded.count(Canonical(file.path)) > 0) continue;
     int64_t bytes = file.bytes;

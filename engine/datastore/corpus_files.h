@@ -24,7 +24,7 @@ struct CorpusSelection {
   int64_t max_bytes = 0;  // total budget; the last file is truncated to fit; 0 = everything
 };
 
-// Files in relative-path order (training::Corpus::Scan's walk: UTF-8 text files up to 4 MiB).
+// Files in relative-path order (corpus::Corpus::Scan's walk: UTF-8 text files up to 4 MiB).
 // NOT_FOUND if nothing qualifies; errors from reading the split file are passed on.
 absl::StatusOr<std::vector<SourceFile>> SelectCorpusFiles(const std::string& root,
                                                           const CorpusSelection& selection);

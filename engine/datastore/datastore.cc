@@ -10,11 +10,10 @@
 #include <cstring>
 #include <exception>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "engine/util/files.h"
 #include "engine/util/status_macros.h"
 
 namespace mnemo::datastore {
@@ -45,10 +44,11 @@ absl::StatusOr<std::unique_ptr<Datastore>> Datastore::Open(const std::string& di
                                                            const ModelId& model) {
   const fs::path root(dir);
   const std::string manifest_path = (root / kManifestFile).string();
-  std::ifstream in(manifest_path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("datastore: cannot open ", manifest_path));
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  absl::StatusOr<Manifest> manifest = ParseManifest(text);
+  absl::StatusOr<std::string> text = util::ReadFile(manifest_path);
+  if (!text.ok()) {
+    return absl::Status(text.status().code(), absl::StrCat("datastore: ", text.status().message()));
+  }
+  absl::StatusOr<Manifest> manifest = ParseManifest(*text);
   if (!manifest.ok()) {
     return absl::Status(manifest.status().code(),
                         absl::StrCat(manifest_path, ": ", manifest.status().message()));

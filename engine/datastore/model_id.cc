@@ -4,7 +4,6 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <string>
 #include <vector>
 
@@ -14,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "engine/model/model_config.h"
+#include "engine/util/files.h"
 #include "engine/util/status_macros.h"
 
 namespace mnemo::datastore {
@@ -52,10 +52,7 @@ absl::Status AddRange(std::ifstream& in, int64_t offset, int64_t n, const std::s
 absl::StatusOr<ModelId> ComputeModelId(const std::string& model_dir) {
   const std::string config_path = (fs::path(model_dir) / "config.json").string();
   const std::string weights_path = (fs::path(model_dir) / "model.safetensors").string();
-  std::ifstream config_in(config_path, std::ios::binary);
-  if (!config_in) return absl::NotFoundError(absl::StrCat("cannot open ", config_path));
-  std::string config_text((std::istreambuf_iterator<char>(config_in)),
-                          std::istreambuf_iterator<char>());
+  MNEMO_ASSIGN_OR_RETURN(std::string config_text, util::ReadFile(config_path));
   MNEMO_ASSIGN_OR_RETURN(model::ModelConfig config, model::ParseModelConfig(config_text));
 
   std::error_code error;

@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/knn/ivf_head_index.h"
+#include "engine/util/shape_string.h"
 #include "engine/util/status_macros.h"
 
 namespace mnemo::knn {
@@ -64,11 +65,6 @@ absl::Status CheckFloatCpu(const torch::Tensor& t, const char* name) {
   return absl::OkStatus();
 }
 
-std::string ShapeOf(const torch::Tensor& t) {
-  std::string out = "[";
-  for (int64_t i = 0; i < t.dim(); ++i) absl::StrAppend(&out, i ? ", " : "", t.size(i));
-  return out + "]";
-}
 
 // Queries batched into one FAISS call: rows [begin, end) of the reordered queries, the union
 // [lo, hi) of their windows and the candidates each needs (k + union minus own window).
@@ -146,8 +142,8 @@ absl::Status KnnMemory::Append(const torch::Tensor& keys, const torch::Tensor& v
   if (keys.dim() != 3 || keys.size(1) != h || keys.size(2) != d ||
       !values.sizes().equals(keys.sizes())) {
     return absl::InvalidArgumentError(absl::StrCat("Append: keys and values must both be [n, ", h,
-                                                   ", ", d, "]; got keys ", ShapeOf(keys),
-                                                   ", values ", ShapeOf(values)));
+                                                   ", ", d, "]; got keys ", util::ShapeString(keys.sizes()),
+                                                   ", values ", util::ShapeString(values.sizes())));
   }
   const int64_t n = keys.size(0);
   if (n == 0) return absl::OkStatus();
@@ -296,7 +292,7 @@ absl::StatusOr<KnnResult> KnnMemory::Search(const torch::Tensor& queries, int k,
   const int64_t h = config_.heads, d = config_.dim;
   if (queries.dim() != 3 || queries.size(0) != h || queries.size(2) != d) {
     return absl::InvalidArgumentError(absl::StrCat("Search: queries must be [", h, ", Q, ", d,
-                                                   "]; got ", ShapeOf(queries)));
+                                                   "]; got ", util::ShapeString(queries.sizes())));
   }
   const int64_t q = queries.size(1);
   if (k < 1 || k > capacity()) {

@@ -10,10 +10,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_join.h"
 #include "engine/model/host_confidence.h"
 #include "engine/model/safetensors.h"
 #include "engine/model/transformer.h"
+#include "engine/util/shape_string.h"
 #include "engine/util/status_macros.h"
 
 namespace mnemo::model {
@@ -22,10 +22,6 @@ namespace {
 constexpr char kChecksumKey[] = "mnemo_weights_checksum";
 constexpr char kKindKey[] = "mnemo_exit_classifier";
 constexpr char kKind[] = "linear-on-layernorm";
-
-std::string Shape(const std::vector<int64_t>& sizes) {
-  return absl::StrCat("[", absl::StrJoin(sizes, ", "), "]");
-}
 
 }  // namespace
 
@@ -144,8 +140,8 @@ absl::StatusOr<ExitClassifier> LoadExitClassifier(const std::string& path,
       }
       if (it->second.shape != shape) {
         return absl::InvalidArgumentError(absl::StrCat(path, ": tensor '", name, "' has shape ",
-                                                       Shape(it->second.shape),
-                                                       ", the model needs ", Shape(shape)));
+                                                       util::ShapeString(it->second.shape),
+                                                       ", the model needs ", util::ShapeString(shape)));
       }
       MNEMO_ASSIGN_OR_RETURN(torch::Tensor value, file->ReadFloat(name));
       if (!torch::isfinite(value).all().item<bool>()) {

@@ -12,7 +12,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
+#include "engine/util/shape_string.h"
 
 namespace mnemo::model {
 namespace {
@@ -46,9 +46,6 @@ const DType* FindDType(torch::ScalarType type) {
   return nullptr;
 }
 
-std::string ShapeString(const std::vector<int64_t>& shape) {
-  return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
-}
 
 }  // namespace
 
@@ -128,7 +125,7 @@ absl::StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(const std
         numel *= static_cast<uint64_t>(dim);
       }
       if (numel * dtype->bytes != offsets[1] - offsets[0]) {
-        return absl::DataLossError(absl::StrCat(where, " of shape ", ShapeString(entry.shape),
+        return absl::DataLossError(absl::StrCat(where, " of shape ", util::ShapeString(entry.shape),
                                                 " and dtype ", dtype->name, " needs ",
                                                 numel * dtype->bytes, " bytes but spans ",
                                                 offsets[1] - offsets[0]));

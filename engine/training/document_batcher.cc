@@ -4,10 +4,11 @@
 #include <numeric>
 
 #include "engine/model/model_config.h"
+#include "engine/util/files.h"
 
 namespace mnemo::training {
 
-DocumentBatcher::DocumentBatcher(std::vector<CorpusFile> files, int batch, int seg_len,
+DocumentBatcher::DocumentBatcher(std::vector<corpus::CorpusFile> files, int batch, int seg_len,
                                  uint64_t seed)
     : files_(std::move(files)), seg_len_(seg_len) {
   for (int r = 0; r < batch; ++r) {
@@ -31,8 +32,8 @@ absl::Status DocumentBatcher::StartDocument(Row& row) {
     std::shuffle(row.order.begin(), row.order.end(), row.rng);
     row.next_file = 0;
   }
-  const CorpusFile& file = files_[row.order[row.next_file++]];
-  absl::StatusOr<std::string> text = ReadWholeFile(file.path);
+  const corpus::CorpusFile& file = files_[row.order[row.next_file++]];
+  absl::StatusOr<std::string> text = util::ReadFile(file.path);
   if (!text.ok()) return text.status();
   row.tokens.clear();
   row.tokens.reserve(text->size() + 2);

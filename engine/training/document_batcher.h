@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "engine/training/corpus.h"
+#include "engine/corpus/corpus.h"
 
 namespace mnemo::training {
 
@@ -29,7 +29,7 @@ struct Batch {
 
 class DocumentBatcher {
  public:
-  DocumentBatcher(std::vector<CorpusFile> files, int batch, int seg_len, uint64_t seed);
+  DocumentBatcher(std::vector<corpus::CorpusFile> files, int batch, int seg_len, uint64_t seed);
 
   absl::StatusOr<Batch> Next();
 
@@ -48,7 +48,7 @@ class DocumentBatcher {
 
   absl::Status StartDocument(Row& row);
 
-  const std::vector<CorpusFile> files_;
+  const std::vector<corpus::CorpusFile> files_;
   const int seg_len_;
   std::vector<Row> rows_;
 };

@@ -18,7 +18,8 @@
 #include "engine/calm/calibration_split.h"
 #include "engine/model/exit_classifier.h"
 #include "engine/model/model.h"
-#include "engine/training/corpus.h"
+#include "engine/corpus/corpus.h"
+#include "engine/util/files.h"
 #include "engine/training/progress.h"
 #include "engine/util/status_macros.h"
 
@@ -33,7 +34,7 @@ constexpr char kHoldoutSalt[] = "exit-classifier/";
 
 absl::StatusOr<std::string> SplitRoot(const std::string& model_dir) {
   MNEMO_ASSIGN_OR_RETURN(std::string text,
-                         ReadWholeFile((fs::path(model_dir) / "split.json").string()));
+                         util::ReadFile((fs::path(model_dir) / "split.json").string()));
   nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_object() && j.contains("root") && j["root"].is_string()) {
     return j["root"].get<std::string>();
@@ -43,12 +44,12 @@ absl::StatusOr<std::string> SplitRoot(const std::string& model_dir) {
 }
 
 // Up to `count` texts from `files` (in order), each its first `bytes` bytes.
-absl::StatusOr<std::vector<calm::CalibrationText>> ReadTexts(const std::vector<CorpusFile>& files,
+absl::StatusOr<std::vector<calm::CalibrationText>> ReadTexts(const std::vector<corpus::CorpusFile>& files,
                                                              int count, int64_t bytes) {
   std::vector<calm::CalibrationText> texts;
-  for (const CorpusFile& f : files) {
+  for (const corpus::CorpusFile& f : files) {
     if (static_cast<int>(texts.size()) >= count) break;
-    MNEMO_ASSIGN_OR_RETURN(std::string content, ReadWholeFile(f.path));
+    MNEMO_ASSIGN_OR_RETURN(std::string content, util::ReadFile(f.path));
     if (static_cast<int64_t>(content.size()) > bytes) content.resize(static_cast<size_t>(bytes));
     texts.push_back(calm::TextFromBytes(f.path, content));
   }
@@ -96,19 +97,19 @@ absl::StatusOr<ExitClassifierReport> TrainExitClassifier(const ExitClassifierTra
   }
 
   // Every corpus file the model's split did not hold out, then the classifier's own split.
-  CorpusOptions scan;
+  corpus::CorpusOptions scan;
   scan.extensions = o.extensions;
   scan.min_bytes = o.min_bytes;
   scan.validation_fraction = 0.0;
-  MNEMO_ASSIGN_OR_RETURN(Corpus corpus, Corpus::Scan(corpus_dir, scan));
-  std::vector<CorpusFile> fit_files, holdout_files;
+  MNEMO_ASSIGN_OR_RETURN(corpus::Corpus corpus, corpus::Corpus::Scan(corpus_dir, scan));
+  std::vector<corpus::CorpusFile> fit_files, holdout_files;
   int skipped_held_out = 0;
-  for (const CorpusFile& f : corpus.train) {
+  for (const corpus::CorpusFile& f : corpus.train) {
     if (held_out->count(calm::NormalisePath(f.path)) > 0) {
       ++skipped_held_out;
       continue;
     }
-    (IsValidationFile(kHoldoutSalt + f.relative_path, o.holdout_fraction) ? holdout_files
+    (corpus::IsValidationFile(kHoldoutSalt + f.relative_path, o.holdout_fraction) ? holdout_files
                                                                           : fit_files)
         .push_back(f);
   }

@@ -18,6 +18,7 @@
 #include "engine/model/transformer.h"
 #include "engine/training/document_batcher.h"
 #include "engine/training/progress.h"
+#include "engine/util/files.h"
 #include "engine/util/status_macros.h"
 
 namespace mnemo::training {
@@ -58,7 +59,7 @@ double LearningRate(const TrainerOptions& o, int step) {
 
 // Bits per byte of the first `max_bytes` of each file, each scored from an empty memory with
 // every memory kind on, exactly as the server's Score scores a new session.
-absl::StatusOr<double> ValidationBpb(model::TransformerImpl& net, const std::vector<CorpusFile>& files,
+absl::StatusOr<double> ValidationBpb(model::TransformerImpl& net, const std::vector<corpus::CorpusFile>& files,
                                      int max_files, int64_t max_bytes, const torch::Device& device) {
   torch::NoGradGuard no_grad;
   const bool was_training = net.is_training();
@@ -67,7 +68,7 @@ absl::StatusOr<double> ValidationBpb(model::TransformerImpl& net, const std::vec
   int64_t bytes = 0;
   const int seg_len = net.config().seg_len;
   for (int f = 0; f < std::min<int>(max_files, files.size()); ++f) {
-    MNEMO_ASSIGN_OR_RETURN(std::string text, ReadWholeFile(files[f].path));
+    MNEMO_ASSIGN_OR_RETURN(std::string text, util::ReadFile(files[f].path));
     if (static_cast<int64_t>(text.size()) > max_bytes) text.resize(max_bytes);
     std::vector<int64_t> tokens = {model::kBosId};
     for (unsigned char c : text) tokens.push_back(c);
@@ -113,7 +114,7 @@ absl::Status LoadCheckpoint(const fs::path& dir, model::TransformerImpl& net,
                             torch::optim::AdamW& optimizer, TrainingState& state) {
   MNEMO_RETURN_IF_ERROR(model::LoadWeights(dir.string(), net));
   torch::load(optimizer, (dir / "optimizer.pt").string());
-  MNEMO_ASSIGN_OR_RETURN(std::string text, ReadWholeFile((dir / "state.json").string()));
+  MNEMO_ASSIGN_OR_RETURN(std::string text, util::ReadFile((dir / "state.json").string()));
   json j = json::parse(text);
   state.step = j.at("step");
   state.tokens = j.at("tokens");
@@ -125,10 +126,10 @@ absl::Status LoadCheckpoint(const fs::path& dir, model::TransformerImpl& net,
   return absl::OkStatus();
 }
 
-absl::Status WriteCard(const TrainerOptions& o, const Corpus& corpus, const TrainingState& state,
+absl::Status WriteCard(const TrainerOptions& o, const corpus::Corpus& corpus, const TrainingState& state,
                        int64_t parameters, const fs::path& out) {
   json split = {{"root", corpus.root}, {"validation", json::array()}, {"train_files", corpus.train.size()}};
-  for (const CorpusFile& f : corpus.validation) split["validation"].push_back(f.path);
+  for (const corpus::CorpusFile& f : corpus.validation) split["validation"].push_back(f.path);
   std::ofstream(out / "split.json") << split.dump(2);
   json history = json::array();
   for (const auto& [step, bpb] : state.validation_history) history.push_back({{"step", step}, {"bpb", bpb}});
@@ -175,7 +176,7 @@ absl::Status TrainImpl(const TrainerOptions& o) {
     return absl::InvalidArgumentError("seg_len must be a multiple of cmem_rate for training");
   }
 
-  MNEMO_ASSIGN_OR_RETURN(Corpus corpus, Corpus::Scan(o.corpus_dir, o.corpus));
+  MNEMO_ASSIGN_OR_RETURN(corpus::Corpus corpus, corpus::Corpus::Scan(o.corpus_dir, o.corpus));
   std::fprintf(stderr, "corpus %s: %zu training files (%.1f MB), %zu validation files (%.1f MB)\n",
                corpus.root.c_str(), corpus.train.size(), corpus.train_bytes() / 1e6,
                corpus.validation.size(), corpus.validation_bytes() / 1e6);

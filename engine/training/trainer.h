@@ -14,14 +14,14 @@
 
 #include "absl/status/status.h"
 #include "engine/model/model_config.h"
-#include "engine/training/corpus.h"
+#include "engine/corpus/corpus.h"
 
 namespace mnemo::training {
 
 struct TrainerOptions {
   model::ModelConfig model;
   std::string corpus_dir;
-  CorpusOptions corpus;
+  corpus::CorpusOptions corpus;
   std::string out_dir;
   std::string device = "cpu";
   int threads = 0;             // 0 = all cores

@@ -2,13 +2,12 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <system_error>
 
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "engine/util/files.h"
 
 namespace mnemo::tools {
 
@@ -29,10 +28,10 @@ absl::StatusOr<std::unique_ptr<TextSource>> TextSource::Create(const std::string
   std::unique_ptr<TextSource> source(new TextSource());
   for (const std::string& path : paths) {
     if (source->bytes() >= max_bytes) break;
-    std::ifstream in(path, std::ios::binary);
-    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    if (bytes.empty()) continue;
-    source->text_ += bytes;
+    absl::StatusOr<std::string> bytes = util::ReadFile(path);
+    if (!bytes.ok()) return bytes.status();
+    if (bytes->empty()) continue;
+    source->text_ += *bytes;
     ++source->files_;
   }
   if (source->text_.empty()) {

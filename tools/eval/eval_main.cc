@@ -40,6 +40,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "engine/corpus/data_files.h"
 #include "engine/eval/corpus.h"
 #include "engine/datastore/datastore.h"
 #include "engine/datastore/model_id.h"
@@ -138,7 +139,7 @@ absl::StatusOr<std::pair<std::string, std::vector<std::string>>> ResolveData(
           absl::StrCat("no --data or --data_list, and ", source, " does not exist"));
     }
   }
-  absl::StatusOr<std::vector<std::string>> paths = ev::ListDataFiles(source);
+  absl::StatusOr<std::vector<std::string>> paths = mnemo::corpus::ListDataFiles(source);
   if (!paths.ok()) return paths.status();
   return std::make_pair(source, std::move(*paths));
 }

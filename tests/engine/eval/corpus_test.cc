@@ -1,5 +1,7 @@
-// Corpus discovery: directories, list files and split.json, with the size filter.
+// The held-out corpus: which listed files qualify (size, text) and how much of each is read.
 #include "engine/eval/corpus.h"
+
+#include "engine/corpus/data_files.h"
 
 #include <gtest/gtest.h>
 
@@ -34,7 +36,7 @@ class HeldOutCorpusTest : public ::testing::Test {
 };
 
 TEST_F(HeldOutCorpusTest, DirectoryFiltersSmallAndBinaryFiles) {
-  auto paths = ListDataFiles(dir_.string());
+  auto paths = corpus::ListDataFiles(dir_.string());
   ASSERT_TRUE(paths.ok()) << paths.status();
   EXPECT_EQ(paths->size(), 4u);
   auto docs = LoadCorpus(*paths, {/*min_bytes=*/1000, 0, 0});
@@ -49,29 +51,6 @@ TEST_F(HeldOutCorpusTest, DirectoryFiltersSmallAndBinaryFiles) {
   EXPECT_EQ((*capped)[0].file_bytes, 5000);
 
   EXPECT_FALSE(LoadCorpus(*paths, {100000, 0, 0}).ok());
-}
-
-TEST_F(HeldOutCorpusTest, ListFileAndSplitJson) {
-  Write("list.txt", "# held out\nbig.py\n\nsub/bigger.py\n");
-  auto listed = ListDataFiles((dir_ / "list.txt").string());
-  ASSERT_TRUE(listed.ok()) << listed.status();
-  ASSERT_EQ(listed->size(), 2u);
-  EXPECT_EQ((*listed)[1], (dir_ / "sub/bigger.py").string());
-
-  Write("split.json", "{\"train\": [\"small.py\"], \"validation\": [\"big.py\", "
-                      "{\"path\": \"sub/bigger.py\"}]}");
-  auto split = ListDataFiles((dir_ / "split.json").string());
-  ASSERT_TRUE(split.ok()) << split.status();
-  ASSERT_EQ(split->size(), 2u);
-  EXPECT_EQ((*split)[0], (dir_ / "big.py").string());
-
-  Write("rooted.json", "{\"root\": \"" + dir_.string() + "/sub\", \"val\": [\"bigger.py\"]}");
-  auto rooted = ReadSplitJson((dir_ / "rooted.json").string());
-  ASSERT_TRUE(rooted.ok()) << rooted.status();
-  EXPECT_EQ((*rooted)[0], (dir_ / "sub/bigger.py").string());
-
-  Write("bad.json", "{\"train\": []}");
-  EXPECT_FALSE(ReadSplitJson((dir_ / "bad.json").string()).ok());
 }
 
 }  // namespace

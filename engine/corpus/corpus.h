@@ -1,8 +1,10 @@
 // Corpus: the text files of a directory, split deterministically into training and
 // validation files by a hash of each file's relative path (so a file's split never depends on
-// what else is in the directory, and held-out files are never trained on).
-#ifndef MNEMO_ENGINE_TRAINING_CORPUS_H_
-#define MNEMO_ENGINE_TRAINING_CORPUS_H_
+// what else is in the directory, and held-out files are never trained on). The trainer writes
+// the validation half to the model's split.json (data_files.h reads it back); the datastore
+// builder indexes the training half. Plain file I/O; thread-compatible.
+#ifndef MNEMO_ENGINE_CORPUS_CORPUS_H_
+#define MNEMO_ENGINE_CORPUS_CORPUS_H_
 
 #include <cstdint>
 #include <string>
@@ -10,7 +12,7 @@
 
 #include "absl/status/statusor.h"
 
-namespace mnemo::training {
+namespace mnemo::corpus {
 
 struct CorpusFile {
   std::string path;           // absolute
@@ -40,9 +42,6 @@ struct Corpus {
 // True if `relative_path` belongs to the validation split.
 bool IsValidationFile(const std::string& relative_path, double validation_fraction);
 
-// The file's bytes; NOT_FOUND / DATA_LOSS naming the file.
-absl::StatusOr<std::string> ReadWholeFile(const std::string& path);
+}  // namespace mnemo::corpus
 
-}  // namespace mnemo::training
-
-#endif  // MNEMO_ENGINE_TRAINING_CORPUS_H_
+#endif  // MNEMO_ENGINE_CORPUS_CORPUS_H_

@@ -1,14 +1,13 @@
-#include "engine/training/corpus.h"
+#include "engine/corpus/corpus.h"
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "engine/util/files.h"
 
-namespace mnemo::training {
+namespace mnemo::corpus {
 namespace {
 
 namespace fs = std::filesystem;
@@ -48,15 +47,6 @@ bool IsValidationFile(const std::string& relative_path, double validation_fracti
   return static_cast<double>(Fnv1a(relative_path) % 100000) < validation_fraction * 100000;
 }
 
-absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  if (in.bad()) return absl::DataLossError(absl::StrCat(path, ": read failed"));
-  return buffer.str();
-}
-
 int64_t Corpus::train_bytes() const {
   int64_t total = 0;
   for (const CorpusFile& f : train) total += f.bytes;
@@ -89,7 +79,7 @@ absl::StatusOr<Corpus> Corpus::Scan(const std::string& root, const CorpusOptions
     }
     const int64_t size = static_cast<int64_t>(it->file_size(error));
     if (error || size < options.min_bytes || size > options.max_bytes) continue;
-    absl::StatusOr<std::string> text = ReadWholeFile(path.string());
+    absl::StatusOr<std::string> text = util::ReadFile(path.string());
     if (!text.ok() || !LooksLikeUtf8Text(*text)) continue;
     files.push_back({fs::absolute(path).string(), fs::relative(path, root).string(), size});
   }
@@ -105,4 +95,4 @@ absl::StatusOr<Corpus> Corpus::Scan(const std::string& root, const CorpusOptions
   return corpus;
 }
 
-}  // namespace mnemo::training
+}  // namespace mnemo::corpus

@@ -1,14 +1,14 @@
-#include "engine/training/corpus.h"
+#include "engine/corpus/corpus.h"
 
 #include <gtest/gtest.h>
 
 #include "tests/engine/training/training_test_util.h"
 
-namespace mnemo::training {
+namespace mnemo::corpus {
 namespace {
 
 TEST(CorpusTest, SplitsByPathHashAndSkipsNonText) {
-  ScratchDir dir;
+  training::ScratchDir dir;
   for (int i = 0; i < 200; ++i) dir.Write("pkg/m" + std::to_string(i) + ".py", "x = " + std::to_string(i) + "\n");
   dir.Write("binary.py", std::string("ab\0cd", 5));
   dir.Write("latin1.py", "caf\xe9\n");
@@ -35,7 +35,7 @@ TEST(CorpusTest, SplitsByPathHashAndSkipsNonText) {
 }
 
 TEST(CorpusTest, SplitOfAFileDoesNotDependOnItsNeighbours) {
-  ScratchDir a, b;
+  training::ScratchDir a, b;
   for (int i = 0; i < 50; ++i) a.Write("f" + std::to_string(i) + ".py", "pass\n");
   for (int i = 0; i < 50; i += 3) b.Write("f" + std::to_string(i) + ".py", "pass\n");
   auto ca = Corpus::Scan(a.path(), {});
@@ -49,9 +49,9 @@ TEST(CorpusTest, SplitOfAFileDoesNotDependOnItsNeighbours) {
 
 TEST(CorpusTest, MissingOrEmptyDirectoriesAreErrors) {
   EXPECT_EQ(Corpus::Scan("/nonexistent/mnemo", {}).status().code(), absl::StatusCode::kNotFound);
-  ScratchDir empty;
+  training::ScratchDir empty;
   EXPECT_EQ(Corpus::Scan(empty.path(), {}).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace
-}  // namespace mnemo::training
+}  // namespace mnemo::corpus
