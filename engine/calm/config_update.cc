@@ -20,9 +20,9 @@ namespace fs = std::filesystem;
 absl::Status EditConfig(const std::string& model_dir,
                         const std::function<void(nlohmann::json&)>& edit) {
   const std::string path = (fs::path(model_dir) / "config.json").string();
-  absl::StatusOr<std::string> text = util::ReadFile(path);
-  if (!text.ok()) return text.status();
-  nlohmann::json json = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
+  absl::StatusOr<std::string> old_text = util::ReadFile(path);
+  if (!old_text.ok()) return old_text.status();
+  nlohmann::json json = nlohmann::json::parse(*old_text, nullptr, /*allow_exceptions=*/false);
   if (json.is_discarded() || !json.is_object()) {
     return absl::InvalidArgumentError(absl::StrCat(path, " is not a JSON object"));
   }
