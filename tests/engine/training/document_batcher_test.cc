@@ -8,8 +8,8 @@
 namespace mnemo::training {
 namespace {
 
-std::vector<CorpusFile> Files(const ScratchDir& dir) {
-  std::vector<CorpusFile> files;
+std::vector<corpus::CorpusFile> Files(const ScratchDir& dir) {
+  std::vector<corpus::CorpusFile> files;
   const std::string texts[] = {"abcdefghij", "0123456789012345678901234", "xyz"};
   for (int i = 0; i < 3; ++i) {
     files.push_back({dir.Write("d" + std::to_string(i), texts[i]), "d" + std::to_string(i),
