@@ -11,6 +11,7 @@
 #include "engine/scheduler/datastore_add_task.h"
 #include "engine/scheduler/datastore_info.h"
 #include "engine/scheduler/generate_task.h"
+#include "engine/scheduler/iteration_plan.h"
 #include "engine/scheduler/score_task.h"
 #include "engine/util/omp_threads.h"
 
@@ -309,7 +310,9 @@ void Scheduler::RunSessionOp(Request& request) {
 }
 
 void Scheduler::StartReady() {
-  while (!ready_.empty() && static_cast<int>(running_.size()) < config_.max_running) {
+  const int start = TasksToStart(static_cast<int>(running_.size()),
+                                 static_cast<int>(ready_.size()), config_.max_running);
+  for (int i = 0; i < start; ++i) {
     running_.push_back(std::move(ready_.front()));
     ready_.pop_front();
   }
@@ -317,14 +320,23 @@ void Scheduler::StartReady() {
 
 void Scheduler::RunIteration() {
   using TaskIt = std::list<std::unique_ptr<Task>>::iterator;
+  std::vector<TaskIt> tasks;
+  std::vector<TaskView> views;
+  tasks.reserve(running_.size());
+  views.reserve(running_.size());
+  for (auto it = running_.begin(); it != running_.end(); ++it) {
+    const Task& task = **it;
+    tasks.push_back(it);
+    views.push_back({task.id(), task.WantsPrefill(), task.PrefillsAnywhere(), task.cancelled()});
+  }
+  const IterationPlan plan = PlanIteration(
+      views, {config_.max_prefill_tokens, model_->config().seg_len, config_.max_running});
+
   DecodeBatch batch;
   StepContext ctx{*model_, config_.clock(), memory_options_, config_.knn_search_observer,
                   config_.batch_decode ? &batch : nullptr};
-  const int seg_len = model_->config().seg_len;
-  int64_t prefill_left = config_.max_prefill_tokens;
-  bool prefilled = false;
-  std::vector<TaskIt> done, deferred, prefills;
-  absl::Mutex mu;  // guards `done` and `taken` (below): decode workers run prefills too
+  std::vector<TaskIt> done;
+  absl::Mutex mu;  // guards `done` and `next_prefill` (below): decode workers run prefills too
   // Steps a task once with `step_ctx`; records it in `done` when it finished.
   auto step = [&](TaskIt it, StepContext& step_ctx) {
     Task& task = **it;
@@ -343,26 +355,12 @@ void Scheduler::RunIteration() {
     }
   };
   // Decoding tasks step now (each adds its token to the batch); prefills wait for the batch.
-  for (auto it = running_.begin(); it != running_.end(); ++it) {
-    Task& task = **it;
-    if (task.WantsPrefill() && !task.cancelled()) {
-      // The first prefill always runs, so prefills progress even with a zero budget.
-      if (prefilled && prefill_left <= 0) {
-        deferred.push_back(it);
-        continue;
-      }
-      prefilled = true;
-      prefill_left -= seg_len;
-      prefills.push_back(it);
-      continue;
-    }
-    step(it, ctx);
-  }
+  for (size_t i : plan.steps) step(tasks[i], ctx);
   // The batch's rows decode on the decoder's workers while this thread prefills (a prefill
   // touches only its own sequence); a worker done with its rows takes the next prefill that may
   // run off this thread (Task::PrefillsAnywhere), so both cores stay busy while prompts wait.
   // Then the completions run here, which may finish tasks.
-  std::vector<bool> taken(prefills.size(), false);
+  std::vector<bool> taken(plan.prefills.size(), false);
   const std::thread::id loop_thread = std::this_thread::get_id();
   auto prefill_work = [&] {
     const bool on_loop = std::this_thread::get_id() == loop_thread;
@@ -374,17 +372,19 @@ void Scheduler::RunIteration() {
       {
         absl::MutexLock lock(&mu);
         size_t i = 0;
-        while (i < prefills.size() && (taken[i] || !(on_loop || (*prefills[i])->PrefillsAnywhere()))) {
+        while (i < plan.prefills.size() &&
+               (taken[i] || !(on_loop || plan.prefills[i].anywhere))) {
           ++i;
         }
-        if (i == prefills.size()) return;
+        if (i == plan.prefills.size()) return;
         taken[i] = true;
-        next = prefills[i];
+        next = tasks[plan.prefills[i].task];
       }
       step(next, local);
     }
   };
-  int rows = prefills.empty() ? batch.Run(decoder_) : batch.RunAlongside(decoder_, prefill_work);
+  int rows = plan.prefills.empty() ? batch.Run(decoder_)
+                                   : batch.RunAlongside(decoder_, prefill_work);
   if (batch.size() > 0) rows += batch.Run(decoder_);  // rows a prefilling task added, if any
   if (rows > 0 && config_.decode_batch_observer) config_.decode_batch_observer(rows);
   for (auto it : done) {
@@ -395,8 +395,8 @@ void Scheduler::RunIteration() {
     running_.erase(it);
   }
   // Prefills that did not fit go first next time (in their order), so none waits forever.
-  for (auto it = deferred.rbegin(); it != deferred.rend(); ++it) {
-    running_.splice(running_.begin(), running_, *it);
+  for (auto d = plan.deferred.rbegin(); d != plan.deferred.rend(); ++d) {
+    running_.splice(running_.begin(), running_, tasks[*d]);
   }
 }
 
