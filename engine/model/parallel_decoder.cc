@@ -177,35 +177,40 @@ absl::StatusOr<DecodeBatchResult> ParallelDecoder::Step(absl::Span<const DecodeR
 }
 
 absl::StatusOr<DecodeBatchResult> ParallelDecoder::StepAlongside(
-    absl::Span<const DecodeRow> rows, absl::FunctionRef<void()> work) {
+    absl::Span<const DecodeRow> rows, absl::FunctionRef<void()> caller_work,
+    absl::FunctionRef<void()> worker_work) {
   const int workers = options_.threads - 1;
   if (workers == 0) {
-    work();
+    caller_work();
     return Step(rows);
   }
   if (absl::Status s = decoders_[0]->Validate(rows); !s.ok()) {
-    RunOnAll(work);
+    RunOnAll(caller_work, worker_work);
     return s;
   }
   const int shards = static_cast<int>(std::clamp<int64_t>(
       static_cast<int64_t>(rows.size()) / options_.min_shard_rows, 1, workers));
   std::vector<absl::Span<const DecodeRow>> parts = Split(rows, shards);
   parts.resize(workers);  // workers without a shard start on the work at once
-  std::vector<absl::StatusOr<DecodeBatchResult>> results = RunWithWorkers(parts, work);
+  std::vector<absl::StatusOr<DecodeBatchResult>> results =
+      RunWithWorkers(parts, caller_work, worker_work);
   results.resize(shards);
   return Gather(std::move(results));
 }
 
-void ParallelDecoder::RunOnAll(absl::FunctionRef<void()> work) {
-  RunWithWorkers(std::vector<absl::Span<const DecodeRow>>(options_.threads - 1), work);
+void ParallelDecoder::RunOnAll(absl::FunctionRef<void()> caller_work,
+                               absl::FunctionRef<void()> worker_work) {
+  RunWithWorkers(std::vector<absl::Span<const DecodeRow>>(options_.threads - 1), caller_work,
+                 worker_work);
 }
 
 std::vector<absl::StatusOr<DecodeBatchResult>> ParallelDecoder::RunWithWorkers(
-    const std::vector<absl::Span<const DecodeRow>>& parts, absl::FunctionRef<void()> work) {
+    const std::vector<absl::Span<const DecodeRow>>& parts, absl::FunctionRef<void()> caller_work,
+    absl::FunctionRef<void()> worker_work) {
   const int workers = static_cast<int>(parts.size());
-  Post(parts, /*first_worker=*/1, &work);
+  Post(parts, /*first_worker=*/1, &worker_work);
   try {
-    work();
+    caller_work();
   } catch (...) {
     Wait(1, workers);  // the workers hold the caller's rows and `work`
     throw;

@@ -62,10 +62,17 @@ class ParallelDecoder {
   // exception from `work` on a worker is rethrown here. A step Validate rejects still runs the
   // work (RunOnAll). With no worker (threads == 1): work() on the caller, then Step(rows).
   absl::StatusOr<DecodeBatchResult> StepAlongside(absl::Span<const DecodeRow> rows,
-                                                  absl::FunctionRef<void()> work);
+                                                  absl::FunctionRef<void()> work) {
+    return StepAlongside(rows, work, work);
+  }
+  // The same, with the caller's thread running `caller_work` and each worker `worker_work`.
+  absl::StatusOr<DecodeBatchResult> StepAlongside(absl::Span<const DecodeRow> rows,
+                                                  absl::FunctionRef<void()> caller_work,
+                                                  absl::FunctionRef<void()> worker_work);
   // `work` once on every thread (the caller's and each worker's) at the same time; returns when
   // all calls have returned. The same concurrency rules as StepAlongside's.
-  void RunOnAll(absl::FunctionRef<void()> work);
+  void RunOnAll(absl::FunctionRef<void()> work) { RunOnAll(work, work); }
+  void RunOnAll(absl::FunctionRef<void()> caller_work, absl::FunctionRef<void()> worker_work);
 
   // Shards a step of `rows` rows splits into.
   int ShardsFor(int64_t rows) const;
@@ -88,7 +95,8 @@ class ParallelDecoder {
   // parts[i] and then `work` on worker i + 1, `work` on the caller meanwhile; the workers'
   // results once all are done (StepAlongside, RunOnAll).
   std::vector<absl::StatusOr<DecodeBatchResult>> RunWithWorkers(
-      const std::vector<absl::Span<const DecodeRow>>& parts, absl::FunctionRef<void()> work);
+      const std::vector<absl::Span<const DecodeRow>>& parts, absl::FunctionRef<void()> caller_work,
+      absl::FunctionRef<void()> worker_work);
   // Runs one shard on the calling thread with LibTorch/OpenMP kept to that thread.
   static absl::StatusOr<DecodeBatchResult> RunShard(BatchDecoder& decoder,
                                                      absl::Span<const DecodeRow> rows);

@@ -1,19 +1,13 @@
 #include "engine/scheduler/scheduler.h"
 
-#include <exception>
-#include <list>
-#include <thread>
 #include <utility>
 #include <vector>
 
-#include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "engine/scheduler/datastore_add_task.h"
 #include "engine/scheduler/datastore_info.h"
 #include "engine/scheduler/generate_task.h"
 #include "engine/scheduler/iteration_plan.h"
 #include "engine/scheduler/score_task.h"
-#include "engine/util/omp_threads.h"
 
 namespace mnemo::scheduler {
 namespace {
@@ -37,6 +31,8 @@ Scheduler::Scheduler(SchedulerConfig config, std::unique_ptr<model::Model> model
       decoder_(*model_, model::ParallelDecoderOptions{{}, config_.decode_threads,
                                                        config_.decode_min_shard_rows}),
       memory_options_(MakeMemoryOptions(config_.knn, config_.half_rings, model_->config())),
+      executor_(*model_, decoder_, memory_options_, config_.knn_search_observer, config_.clock,
+                {config_.batch_decode, config_.prefill_threads}),
       sessions_(config_.sessions,
                 [this](int64_t knn_capacity) {
                   model::MemoryOptions options = memory_options_;
@@ -319,84 +315,34 @@ void Scheduler::StartReady() {
 }
 
 void Scheduler::RunIteration() {
-  using TaskIt = std::list<std::unique_ptr<Task>>::iterator;
-  std::vector<TaskIt> tasks;
+  std::vector<TaskList::iterator> its;
+  std::vector<Task*> tasks;
   std::vector<TaskView> views;
+  its.reserve(running_.size());
   tasks.reserve(running_.size());
   views.reserve(running_.size());
   for (auto it = running_.begin(); it != running_.end(); ++it) {
-    const Task& task = **it;
-    tasks.push_back(it);
+    Task& task = **it;
+    its.push_back(it);
+    tasks.push_back(&task);
     views.push_back({task.id(), task.WantsPrefill(), task.PrefillsAnywhere(), task.cancelled()});
   }
   const IterationPlan plan = PlanIteration(
       views, {config_.max_prefill_tokens, model_->config().seg_len, config_.max_running});
-
-  DecodeBatch batch;
-  StepContext ctx{*model_, config_.clock(), memory_options_, config_.knn_search_observer,
-                  config_.batch_decode ? &batch : nullptr};
-  std::vector<TaskIt> done;
-  absl::Mutex mu;  // guards `done` and `next_prefill` (below): decode workers run prefills too
-  // Steps a task once with `step_ctx`; records it in `done` when it finished.
-  auto step = [&](TaskIt it, StepContext& step_ctx) {
-    Task& task = **it;
-    step_ctx.now = config_.clock();
-    bool finished = false;
-    try {
-      util::ScopedOmpThreads prefill_threads(task.WantsPrefill() ? config_.prefill_threads : 0);
-      finished = task.Step(step_ctx);
-    } catch (const std::exception& e) {  // a LibTorch error outside the model boundary
-      task.Abort(absl::InternalError(absl::StrCat("request failed: ", e.what())), step_ctx.now);
-      finished = true;
-    }
-    if (finished) {
-      absl::MutexLock lock(&mu);
-      done.push_back(it);
-    }
-  };
-  // Decoding tasks step now (each adds its token to the batch); prefills wait for the batch.
-  for (size_t i : plan.steps) step(tasks[i], ctx);
-  // The batch's rows decode on the decoder's workers while this thread prefills (a prefill
-  // touches only its own sequence); a worker done with its rows takes the next prefill that may
-  // run off this thread (Task::PrefillsAnywhere), so both cores stay busy while prompts wait.
-  // Then the completions run here, which may finish tasks.
-  std::vector<bool> taken(plan.prefills.size(), false);
-  const std::thread::id loop_thread = std::this_thread::get_id();
-  auto prefill_work = [&] {
-    const bool on_loop = std::this_thread::get_id() == loop_thread;
-    // A worker's prefills add no decode rows (a prompt chunk never decodes), and must not.
-    StepContext local{*model_, ctx.now, memory_options_, config_.knn_search_observer,
-                      on_loop ? ctx.decode_batch : nullptr};
-    for (;;) {
-      TaskIt next;
-      {
-        absl::MutexLock lock(&mu);
-        size_t i = 0;
-        while (i < plan.prefills.size() &&
-               (taken[i] || !(on_loop || plan.prefills[i].anywhere))) {
-          ++i;
-        }
-        if (i == plan.prefills.size()) return;
-        taken[i] = true;
-        next = tasks[plan.prefills[i].task];
-      }
-      step(next, local);
-    }
-  };
-  int rows = plan.prefills.empty() ? batch.Run(decoder_)
-                                   : batch.RunAlongside(decoder_, prefill_work);
-  if (batch.size() > 0) rows += batch.Run(decoder_);  // rows a prefilling task added, if any
-  if (rows > 0 && config_.decode_batch_observer) config_.decode_batch_observer(rows);
-  for (auto it : done) {
-    Release(**it);
+  const IterationOutcome outcome = executor_.Run(plan, tasks);
+  if (outcome.decode_rows > 0 && config_.decode_batch_observer) {
+    config_.decode_batch_observer(outcome.decode_rows);
+  }
+  for (size_t i : outcome.finished) {
+    Release(*tasks[i]);
     // A one-shot request's memory goes back to the model, emptied, for the next request (no
     // ~7.7 MB allocation and zero-fill per request).
-    model_->Recycle((*it)->TakeOneShotMemory(), memory_options_);
-    running_.erase(it);
+    model_->Recycle(tasks[i]->TakeOneShotMemory(), memory_options_);
+    running_.erase(its[i]);
   }
   // Prefills that did not fit go first next time (in their order), so none waits forever.
   for (auto d = plan.deferred.rbegin(); d != plan.deferred.rend(); ++d) {
-    running_.splice(running_.begin(), running_, tasks[*d]);
+    running_.splice(running_.begin(), running_, its[*d]);
   }
 }
 

@@ -33,6 +33,7 @@
 #include "engine/datastore/datastore_catalog.h"
 #include "engine/model/batch_decoder.h"
 #include "engine/model/model.h"
+#include "engine/scheduler/iteration_executor.h"
 #include "engine/scheduler/request_queue.h"
 #include "engine/scheduler/task.h"
 #include "engine/scheduler/validation.h"
@@ -116,8 +117,8 @@ class Scheduler {
   void RunSessionOp(Request& request);
   // Moves parked tasks into the running set while there is room.
   void StartReady();
-  // One unit of work for every running task (prefills within the budget), then one batched
-  // decode step for the tokens they fed; finished ones leave and release their session.
+  // Plans one iteration over the running set (PlanIteration), has the executor carry it out,
+  // then releases the finished tasks' sessions and moves the deferred prefills to the front.
   void RunIteration();
   // Finishes waiting tasks whose client cancelled, without waiting for their turn.
   void ReapCancelledWaiting(absl::Time now);
@@ -137,8 +138,10 @@ class Scheduler {
   std::unique_ptr<model::Model> model_;
   model::ParallelDecoder decoder_;  // borrows *model_
   const model::MemoryOptions memory_options_;  // new memories (sessions default to these)
+  IterationExecutor executor_;  // borrows *model_, decoder_, memory_options_ and config_
   session::SessionStore sessions_;
-  std::list<std::unique_ptr<Task>> running_;
+  using TaskList = std::list<std::unique_ptr<Task>>;
+  TaskList running_;  // in round-robin order (IterationPlan)
   std::deque<std::unique_ptr<Task>> ready_;  // admitted, session acquired, awaiting a slot
   absl::flat_hash_map<uint64_t, std::unique_ptr<Task>> behind_session_;  // by task id
   uint64_t next_task_id_ = 1;
