@@ -39,6 +39,7 @@
 #include "engine/scheduler/validation.h"
 #include "engine/session/session_store.h"
 #include "engine/types.h"
+#include "engine/util/worker_pool.h"
 
 namespace mnemo::scheduler {
 
@@ -136,7 +137,10 @@ class Scheduler {
 
   // Loop-thread state.
   std::unique_ptr<model::Model> model_;
-  model::ParallelDecoder decoder_;  // borrows *model_
+  // The decode workers (decode_threads - 1): a batched step's shards (decoder_) and, beside
+  // them, prefill units (executor_).
+  util::WorkerPool workers_;
+  model::ParallelDecoder decoder_;  // borrows *model_ and workers_
   const model::MemoryOptions memory_options_;  // new memories (sessions default to these)
   IterationExecutor executor_;  // borrows *model_, decoder_, memory_options_ and config_
   session::SessionStore sessions_;

@@ -14,6 +14,7 @@
 
 #include "engine/model/model.h"
 #include "engine/model/parallel_decoder.h"
+#include "engine/util/worker_pool.h"
 #include "tests/engine/tiny_model.h"
 
 namespace mnemo::scheduler {
@@ -69,8 +70,9 @@ class IterationExecutorTest : public ::testing::Test {
     model_ = model::Model::Random(::mnemo::testing::TinyMemoryModelConfig(), 3);
   }
   void MakeExecutor(int threads) {
+    workers_ = std::make_unique<util::WorkerPool>(threads - 1);
     decoder_ = std::make_unique<model::ParallelDecoder>(
-        *model_, model::ParallelDecoderOptions{{}, threads, 1});
+        *model_, model::ParallelDecoderOptions{{}, threads, 1}, *workers_);
     executor_ = std::make_unique<IterationExecutor>(*model_, *decoder_, memory_, observer_,
                                                     absl::Now, IterationExecutor::Options{});
   }
@@ -94,6 +96,7 @@ class IterationExecutorTest : public ::testing::Test {
   std::unique_ptr<model::Model> model_;
   model::MemoryOptions memory_;
   KnnSearchObserver observer_;
+  std::unique_ptr<util::WorkerPool> workers_;
   std::unique_ptr<model::ParallelDecoder> decoder_;
   std::unique_ptr<IterationExecutor> executor_;
   std::vector<std::unique_ptr<FakeTask>> tasks_;
