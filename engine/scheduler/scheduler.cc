@@ -209,10 +209,9 @@ void Scheduler::Loop() {
   for (auto& request : inbox_.PopAll(absl::ZeroDuration())) request->Fail(unavailable, now);
   for (auto& task : running_) task->Abort(unavailable, now);
   for (auto& task : ready_) task->Abort(unavailable, now);
-  for (auto& [unused, task] : behind_session_) task->Abort(unavailable, now);
+  for (auto& task : session_queue_.TakeAll()) task->Abort(unavailable, now);
   running_.clear();
   ready_.clear();
-  behind_session_.clear();
   inbox_.SetParked(0);
   PublishStats();
 }
@@ -250,15 +249,9 @@ void Scheduler::Admit(std::unique_ptr<Request> request, absl::Time now) {
                                               config_.model_id, std::move(request->add_done),
                                               session);
   }
-  if (session == nullptr) {
-    ready_.push_back(std::move(task));
-  } else if (session->busy) {
-    session->waiting.push_back(id);
-    behind_session_.emplace(id, std::move(task));
-  } else {
-    session->busy = true;
-    sessions_.Touch(*session);
-    ready_.push_back(std::move(task));
+  if (std::unique_ptr<Task> runnable = session_queue_.Acquire(std::move(task))) {
+    if (session != nullptr) sessions_.Touch(*session);
+    ready_.push_back(std::move(runnable));
   }
 }
 
@@ -351,46 +344,33 @@ void Scheduler::RunIteration() {
 
 void Scheduler::ReapCancelledWaiting(absl::Time now) {
   StepContext ctx{*model_, now, memory_options_, config_.knn_search_observer};
+  // Taken out of ready_ first: releasing a session may append its next task to ready_.
+  std::vector<std::unique_ptr<Task>> holding;  // cancelled tasks that hold their session
   for (auto it = ready_.begin(); it != ready_.end();) {
     if ((*it)->cancelled()) {
-      (*it)->Step(ctx);  // a cancelled generate finishes without model work
-      Release(**it);
+      holding.push_back(std::move(*it));
       it = ready_.erase(it);
     } else {
       ++it;
     }
   }
-  for (auto it = behind_session_.begin(); it != behind_session_.end();) {
-    auto current = it++;
-    Task& task = *current->second;
-    if (!task.cancelled()) continue;
-    task.Step(ctx);
-    std::deque<uint64_t>& waiting = task.session()->waiting;
-    for (auto w = waiting.begin(); w != waiting.end(); ++w) {
-      if (*w == task.id()) {
-        waiting.erase(w);
-        break;
-      }
-    }
-    behind_session_.erase(current);
+  for (std::unique_ptr<Task>& task : holding) {
+    task->Step(ctx);  // a cancelled task finishes without model work
+    Release(*task);
+  }
+  for (std::unique_ptr<Task>& task : session_queue_.ReapCancelled()) {
+    task->Step(ctx);  // the same; it never held its session
   }
 }
 
-// Hands the task's session to the next request waiting for it, or marks it idle.
 void Scheduler::Release(Task& task) {
   session::Session* session = task.session();
   if (session == nullptr) return;
   sessions_.Touch(*session);
-  while (!session->waiting.empty()) {
-    const uint64_t next = session->waiting.front();
-    session->waiting.pop_front();
-    auto it = behind_session_.find(next);
-    if (it == behind_session_.end()) continue;
-    ready_.push_back(std::move(it->second));
-    behind_session_.erase(it);
-    return;  // stays busy
+  if (std::unique_ptr<Task> next = session_queue_.Release(*session)) {
+    ready_.push_back(std::move(next));  // the session stays busy, held by `next`
+    return;
   }
-  session->busy = false;
   sessions_.UpdateBytes(*session);  // may evict others (never this one: it was just used)
 }
 
@@ -406,7 +386,7 @@ void Scheduler::CountSessionDatastores() {
 }
 
 void Scheduler::PublishStats() {
-  const int parked = static_cast<int>(ready_.size() + behind_session_.size());
+  const int parked = static_cast<int>(ready_.size()) + session_queue_.size();
   inbox_.SetParked(parked);
   running_count_.store(static_cast<int>(running_.size()), std::memory_order_relaxed);
   session_count_.store(sessions_.size(), std::memory_order_relaxed);

@@ -28,13 +28,13 @@
 #include <random>
 #include <thread>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "engine/datastore/datastore_catalog.h"
 #include "engine/model/batch_decoder.h"
 #include "engine/model/model.h"
 #include "engine/scheduler/iteration_executor.h"
 #include "engine/scheduler/request_queue.h"
+#include "engine/scheduler/session_queue.h"
 #include "engine/scheduler/task.h"
 #include "engine/scheduler/validation.h"
 #include "engine/session/session_store.h"
@@ -123,6 +123,7 @@ class Scheduler {
   void RunIteration();
   // Finishes waiting tasks whose client cancelled, without waiting for their turn.
   void ReapCancelledWaiting(absl::Time now);
+  // Hands the finished task's session to the next task waiting for it, or marks it idle.
   void Release(Task& task);
   void PublishStats();
   // Sums sessions' private datastores into the gauges (O(sessions): on sweeps and deletes).
@@ -147,7 +148,7 @@ class Scheduler {
   using TaskList = std::list<std::unique_ptr<Task>>;
   TaskList running_;  // in round-robin order (IterationPlan)
   std::deque<std::unique_ptr<Task>> ready_;  // admitted, session acquired, awaiting a slot
-  absl::flat_hash_map<uint64_t, std::unique_ptr<Task>> behind_session_;  // by task id
+  SessionQueue session_queue_;  // admitted, waiting for their session
   uint64_t next_task_id_ = 1;
   absl::Time last_sweep_;
 
