@@ -8,6 +8,7 @@
 #include "engine/scheduler/generate_task.h"
 #include "engine/scheduler/iteration_plan.h"
 #include "engine/scheduler/score_task.h"
+#include "engine/util/status_macros.h"
 
 namespace mnemo::scheduler {
 namespace {
@@ -54,112 +55,81 @@ void Scheduler::Shutdown() {
   if (thread_.joinable()) thread_.join();
 }
 
-absl::Status Scheduler::Enqueue(std::unique_ptr<Request> request) {
-  absl::Status status = inbox_.Push(request);
-  if (!status.ok() && request->kind != Request::Kind::kGenerate) {
-    request->Fail(status, config_.clock());  // callbacks get the error inline
+absl::Status Scheduler::Prepare(GenerateCall& call) {
+  if (call.stream == nullptr) return absl::InvalidArgumentError("Submit needs a stream");
+  MNEMO_RETURN_IF_ERROR(
+      ValidateGenerate(call.options, config_.limits, ModelExitInfo::Of(*model_)));
+  if (call.options.knn_lm) {
+    MNEMO_ASSIGN_OR_RETURN(call.knn_lm, ResolveKnnLm(*call.options.knn_lm,
+                                                     call.options.session_id,
+                                                     *config_.datastores));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Scheduler::Prepare(ScoreCall& call) {
+  MNEMO_RETURN_IF_ERROR(ValidateScore(call.options));
+  if (call.options.knn_lm) {
+    MNEMO_ASSIGN_OR_RETURN(call.knn_lm, ResolveKnnLm(*call.options.knn_lm,
+                                                     call.options.session_id,
+                                                     *config_.datastores));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Scheduler::Prepare(AddToDatastoreCall& call) {
+  return ValidateAddToDatastore(call.options);
+}
+
+absl::Status Scheduler::Enqueue(Call call) {
+  auto request = std::make_unique<Request>(Request{std::move(call), config_.clock()});
+  absl::Status status = std::visit(
+      Overloaded{[this](GenerateCall& c) { return Prepare(c); },
+                 [this](ScoreCall& c) { return Prepare(c); },
+                 [this](AddToDatastoreCall& c) { return Prepare(c); },
+                 [](auto&) { return absl::OkStatus(); }},  // session operations
+      request->call);
+  if (status.ok()) status = inbox_.Push(request);  // on OK the loop owns the request
+  // A Generate's error goes back to its caller with the stream untouched; callbacks get
+  // theirs inline.
+  if (!status.ok() && !std::holds_alternative<GenerateCall>(request->call)) {
+    request->Fail(status, config_.clock());
   }
   return status;
 }
 
 absl::Status Scheduler::SubmitGenerate(engine::GenerateOptions options,
                                        std::shared_ptr<engine::GenerateStream> stream) {
-  if (stream == nullptr) return absl::InvalidArgumentError("Submit needs a stream");
-  if (absl::Status s = ValidateGenerate(options, config_.limits, ModelExitInfo::Of(*model_));
-      !s.ok())
-    return s;
-  std::optional<KnnLmPlan> knn_lm;
-  if (options.knn_lm) {
-    absl::StatusOr<KnnLmPlan> plan =
-        ResolveKnnLm(*options.knn_lm, options.session_id, *config_.datastores);
-    if (!plan.ok()) return plan.status();
-    knn_lm = std::move(*plan);
-  }
-  auto request = std::make_unique<Request>();
-  request->knn_lm = std::move(knn_lm);
-  request->kind = Request::Kind::kGenerate;
-  request->submit_time = config_.clock();
-  request->generate = std::move(options);
-  request->stream = std::move(stream);
-  return Enqueue(std::move(request));
+  return Enqueue(GenerateCall{std::move(options), std::move(stream), std::nullopt});
 }
 
 void Scheduler::SubmitScore(engine::ScoreOptions options, ScoreDone done) {
-  if (absl::Status s = ValidateScore(options); !s.ok()) {
-    done(s);
-    return;
-  }
-  std::optional<KnnLmPlan> knn_lm;
-  if (options.knn_lm) {
-    absl::StatusOr<KnnLmPlan> plan =
-        ResolveKnnLm(*options.knn_lm, options.session_id, *config_.datastores);
-    if (!plan.ok()) {
-      done(plan.status());
-      return;
-    }
-    knn_lm = std::move(*plan);
-  }
-  auto request = std::make_unique<Request>();
-  request->knn_lm = std::move(knn_lm);
-  request->kind = Request::Kind::kScore;
-  request->submit_time = config_.clock();
-  request->score = std::move(options);
-  request->score_done = std::move(done);
-  Enqueue(std::move(request)).IgnoreError();
+  Enqueue(ScoreCall{std::move(options), std::move(done), std::nullopt}).IgnoreError();
 }
 
 void Scheduler::SubmitAddToDatastore(engine::AddToDatastoreOptions options,
                                      AddToDatastoreDone done) {
-  if (absl::Status s = ValidateAddToDatastore(options); !s.ok()) {
-    done(s);
-    return;
-  }
-  auto request = std::make_unique<Request>();
-  request->kind = Request::Kind::kAddToDatastore;
-  request->submit_time = config_.clock();
-  request->add = std::move(options);
-  request->add_done = std::move(done);
-  Enqueue(std::move(request)).IgnoreError();
+  Enqueue(AddToDatastoreCall{std::move(options), std::move(done)}).IgnoreError();
 }
 
 void Scheduler::GetSessionDatastore(std::string session_id, DatastoreDone done) {
-  auto request = std::make_unique<Request>();
-  request->kind = Request::Kind::kGetSessionDatastore;
-  request->session_id = std::move(session_id);
-  request->datastore_done = std::move(done);
-  Enqueue(std::move(request)).IgnoreError();
+  Enqueue(GetSessionDatastoreCall{std::move(session_id), std::move(done)}).IgnoreError();
 }
 
 void Scheduler::CreateSession(engine::CreateSessionOptions options, SessionDone done) {
-  auto request = std::make_unique<Request>();
-  request->kind = Request::Kind::kCreateSession;
-  request->session_id = std::move(options.session_id);
-  request->knn_capacity = options.knn_capacity;
-  request->session_done = std::move(done);
-  Enqueue(std::move(request)).IgnoreError();
+  Enqueue(CreateSessionCall{std::move(options), std::move(done)}).IgnoreError();
 }
 
 void Scheduler::GetSession(std::string session_id, SessionDone done) {
-  auto request = std::make_unique<Request>();
-  request->kind = Request::Kind::kGetSession;
-  request->session_id = std::move(session_id);
-  request->session_done = std::move(done);
-  Enqueue(std::move(request)).IgnoreError();
+  Enqueue(GetSessionCall{std::move(session_id), std::move(done)}).IgnoreError();
 }
 
 void Scheduler::ListSessions(ListDone done) {
-  auto request = std::make_unique<Request>();
-  request->kind = Request::Kind::kListSessions;
-  request->list_done = std::move(done);
-  Enqueue(std::move(request)).IgnoreError();
+  Enqueue(ListSessionsCall{std::move(done)}).IgnoreError();
 }
 
 void Scheduler::DeleteSession(std::string session_id, StatusDone done) {
-  auto request = std::make_unique<Request>();
-  request->kind = Request::Kind::kDeleteSession;
-  request->session_id = std::move(session_id);
-  request->status_done = std::move(done);
-  Enqueue(std::move(request)).IgnoreError();
+  Enqueue(DeleteSessionCall{std::move(session_id), std::move(done)}).IgnoreError();
 }
 
 engine::EngineStats Scheduler::Stats() const {
@@ -217,88 +187,95 @@ void Scheduler::Loop() {
 }
 
 void Scheduler::Admit(std::unique_ptr<Request> request, absl::Time now) {
-  if (!request->is_model_work()) {
-    RunSessionOp(*request);
-    return;
-  }
-  const std::string& session_id = request->kind == Request::Kind::kGenerate ? request->generate.session_id
-                                  : request->kind == Request::Kind::kScore  ? request->score.session_id
-                                                                            : request->add.session_id;
+  std::visit(Overloaded{[&](GenerateCall& c) { AdmitTask(*request, c.options.session_id, now); },
+                        [&](ScoreCall& c) { AdmitTask(*request, c.options.session_id, now); },
+                        [&](AddToDatastoreCall& c) {
+                          AdmitTask(*request, c.options.session_id, now);
+                        },
+                        [&](auto& session_op) {
+                          Answer(session_op);
+                          PublishStats();
+                        }},
+             request->call);
+}
+
+void Scheduler::AdmitTask(Request& request, const std::string& session_id, absl::Time now) {
   session::Session* session = nullptr;
   if (!session_id.empty()) {
     absl::StatusOr<session::Session*> found = sessions_.Find(session_id);
     if (!found.ok()) {
-      request->Fail(found.status(), now);
+      request.Fail(found.status(), now);
       return;
     }
     session = *found;
   }
-  const uint64_t id = next_task_id_++;
-  std::unique_ptr<Task> task;
-  if (request->kind == Request::Kind::kGenerate) {
-    const uint64_t seed = request->generate.sampling.seed.value_or(seed_rng_());
-    task = std::make_unique<GenerateTask>(id, std::move(request->generate),
-                                          std::move(request->knn_lm), std::move(request->stream),
-                                          request->submit_time, seed, session);
-  } else if (request->kind == Request::Kind::kScore) {
-    task = std::make_unique<ScoreTask>(id, std::move(request->score), std::move(request->knn_lm),
-                                       std::move(request->score_done), session);
-  } else {
-    task = std::make_unique<DatastoreAddTask>(id, std::move(request->add),
-                                              config_.max_session_datastore_entries,
-                                              config_.model_id, std::move(request->add_done),
-                                              session);
-  }
+  std::unique_ptr<Task> task = MakeTask(request, next_task_id_++, session);
   if (std::unique_ptr<Task> runnable = session_queue_.Acquire(std::move(task))) {
     if (session != nullptr) sessions_.Touch(*session);
     ready_.push_back(std::move(runnable));
   }
 }
 
-void Scheduler::RunSessionOp(Request& request) {
-  switch (request.kind) {
-    case Request::Kind::kCreateSession: {
-      absl::StatusOr<session::Session*> created =
-          sessions_.Create(request.session_id, request.knn_capacity);
-      if (!created.ok()) {
-        request.session_done(created.status());
-      } else {
-        request.session_done(Info(**created));
-      }
-      break;
-    }
-    case Request::Kind::kGetSession: {
-      absl::StatusOr<session::Session*> found = sessions_.Find(request.session_id);
-      if (!found.ok()) {
-        request.session_done(found.status());
-      } else {
-        request.session_done(Info(**found));
-      }
-      break;
-    }
-    case Request::Kind::kListSessions: {
-      std::vector<engine::SessionInfo> infos;
-      for (const session::Session* s : sessions_.List()) infos.push_back(Info(*s));
-      request.list_done(std::move(infos));
-      break;
-    }
-    case Request::Kind::kDeleteSession:
-      request.status_done(sessions_.Delete(request.session_id));
-      CountSessionDatastores();
-      break;
-    case Request::Kind::kGetSessionDatastore: {
-      absl::StatusOr<session::Session*> found = sessions_.Find(request.session_id);
-      if (!found.ok()) {
-        request.datastore_done(found.status());
-      } else {
-        request.datastore_done(SessionDatastoreInfo(**found, config_.model_id));
-      }
-      break;
-    }
-    default:
-      break;
+std::unique_ptr<Task> Scheduler::MakeTask(Request& request, uint64_t id,
+                                          session::Session* session) {
+  return std::visit(
+      Overloaded{
+          [&](GenerateCall& c) -> std::unique_ptr<Task> {
+            const uint64_t seed = c.options.sampling.seed.value_or(seed_rng_());
+            return std::make_unique<GenerateTask>(id, std::move(c.options), std::move(c.knn_lm),
+                                                  std::move(c.stream), request.submit_time,
+                                                  seed, session);
+          },
+          [&](ScoreCall& c) -> std::unique_ptr<Task> {
+            return std::make_unique<ScoreTask>(id, std::move(c.options), std::move(c.knn_lm),
+                                               std::move(c.done), session);
+          },
+          [&](AddToDatastoreCall& c) -> std::unique_ptr<Task> {
+            return std::make_unique<DatastoreAddTask>(
+                id, std::move(c.options), config_.max_session_datastore_entries,
+                config_.model_id, std::move(c.done), session);
+          },
+          [](auto&) -> std::unique_ptr<Task> { return nullptr; }},  // session operations
+      request.call);
+}
+
+void Scheduler::Answer(CreateSessionCall& call) {
+  absl::StatusOr<session::Session*> created =
+      sessions_.Create(call.options.session_id, call.options.knn_capacity);
+  if (!created.ok()) {
+    call.done(created.status());
+  } else {
+    call.done(Info(**created));
   }
-  PublishStats();
+}
+
+void Scheduler::Answer(GetSessionCall& call) {
+  absl::StatusOr<session::Session*> found = sessions_.Find(call.session_id);
+  if (!found.ok()) {
+    call.done(found.status());
+  } else {
+    call.done(Info(**found));
+  }
+}
+
+void Scheduler::Answer(ListSessionsCall& call) {
+  std::vector<engine::SessionInfo> infos;
+  for (const session::Session* s : sessions_.List()) infos.push_back(Info(*s));
+  call.done(std::move(infos));
+}
+
+void Scheduler::Answer(DeleteSessionCall& call) {
+  call.done(sessions_.Delete(call.session_id));
+  CountSessionDatastores();
+}
+
+void Scheduler::Answer(GetSessionDatastoreCall& call) {
+  absl::StatusOr<session::Session*> found = sessions_.Find(call.session_id);
+  if (!found.ok()) {
+    call.done(found.status());
+  } else {
+    call.done(SessionDatastoreInfo(**found, config_.model_id));
+  }
 }
 
 void Scheduler::StartReady() {

@@ -114,8 +114,24 @@ class Scheduler {
 
  private:
   void Loop();
+  // Validates a call's options and resolves its kNN-LM datastore before it is queued (calling
+  // thread); session operations need nothing.
+  absl::Status Prepare(GenerateCall& call);
+  absl::Status Prepare(ScoreCall& call);
+  absl::Status Prepare(AddToDatastoreCall& call);
+  // The one path into the inbox: prepares and queues `call`, or fails it (a Generate's error is
+  // returned with its stream untouched; a callback gets its error inline).
+  absl::Status Enqueue(Call call);
+  // Loop thread: model work becomes a task (queued behind its session), session operations
+  // are answered at once.
   void Admit(std::unique_ptr<Request> request, absl::Time now);
-  void RunSessionOp(Request& request);
+  void AdmitTask(Request& request, const std::string& session_id, absl::Time now);
+  std::unique_ptr<Task> MakeTask(Request& request, uint64_t id, session::Session* session);
+  void Answer(CreateSessionCall& call);
+  void Answer(GetSessionCall& call);
+  void Answer(ListSessionsCall& call);
+  void Answer(DeleteSessionCall& call);
+  void Answer(GetSessionDatastoreCall& call);
   // Moves parked tasks into the running set while there is room.
   void StartReady();
   // Plans one iteration over the running set (PlanIteration), has the executor carry it out,
@@ -130,8 +146,6 @@ class Scheduler {
   void CountSessionDatastores();
   void Shutdown();
   engine::SessionInfo Info(const session::Session& session) const;
-  // Queues on the inbox or fails `request` inline.
-  absl::Status Enqueue(std::unique_ptr<Request> request);
 
   const SchedulerConfig config_;
   RequestQueue inbox_;
