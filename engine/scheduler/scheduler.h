@@ -1,22 +1,24 @@
-// Scheduler: the engine's loop thread. Owns the model, the SessionStore and every admitted
-// request; only it (and the decode workers it lends work to within an iteration) touches them,
-// so they need no locks (DESIGN.md §1).
+// Scheduler: the engine's loop thread. Owns the model, the SessionStore, the decode workers
+// (a util::WorkerPool) and every admitted request (docs/design.md §1, §5).
 //
-// Each loop iteration: pop the inbox (RequestQueue), run session operations at once, admit
-// Generate/Score requests (one-shot, or behind their session: requests on one session run one
-// at a time, in arrival order), then give every running task one unit of work, round-robin,
-// so concurrent streams interleave and a long prompt cannot starve the others. Finished tasks
-// release their session to the next request waiting for it. Expired sessions are swept
-// periodically and gauges (Stats) are published after each iteration.
+// Each loop iteration: pop the inbox (RequestQueue), answer session operations at once, admit
+// Generate/Score/AddToDatastore requests as tasks (one-shot, or behind their session: requests
+// on one session run one at a time, in arrival order; SessionQueue), start waiting tasks while
+// the running set has room, then run one iteration: PlanIteration decides it from a snapshot
+// of the running tasks (every task one unit of work, round-robin, prefills within the budget;
+// iteration_plan.h), and the IterationExecutor carries it out (decode tokens in one batched
+// step on the workers while the loop thread prefills). Finished tasks release their session to
+// the next request waiting for it. Expired sessions are swept periodically and gauges (Stats)
+// are published after each iteration.
 //
-// Model work runs on the loop thread and the decode workers it lends work to: a batched step's
-// shards, and a Generate's prompt chunks (Task::PrefillsAnywhere) that a worker done with its
-// rows takes from the iteration's prefills. A task is touched by one thread at a time.
-//
-// Thread-safety: the public methods may be called from any thread; callbacks and stream Push
-// run on the loop thread, stream Close on the loop thread or, for a request that ends during a
-// prompt chunk (cancelled, failed), on the worker that ran it (GenerateStream is thread-safe). The destructor stops the loop and delivers UNAVAILABLE to
-// everything outstanding (streams end with reason kCancelled).
+// Threads: the public methods may be called from any thread (they validate, then queue). The
+// loop thread owns everything else. Within an iteration it lends the pool's workers a batched
+// step's shards (model::ParallelDecoder) and the prompt chunks of Generate tasks
+// (Task::PrefillsAnywhere); a task is touched by one thread at a time, and a session's memory
+// only by the thread running its task. Callbacks and stream Push run on the loop thread; stream
+// Close on the loop thread or, for a request that ends during a prompt chunk (cancelled,
+// failed), on the worker that ran it (GenerateStream is thread-safe). The destructor stops the
+// loop and delivers UNAVAILABLE to everything outstanding (streams end with reason kCancelled).
 #ifndef MNEMO_ENGINE_SCHEDULER_SCHEDULER_H_
 #define MNEMO_ENGINE_SCHEDULER_SCHEDULER_H_
 
@@ -64,8 +66,9 @@ struct SchedulerConfig {
   // model::BatchDecoder step per iteration (false: each is fed alone, for comparison).
   bool batch_decode = true;
   // A batched step's rows are split into up to this many shards decoded at once, one per
-  // thread (model::ParallelDecoder), each at least decode_min_shard_rows rows. 1 = one
-  // BatchDecoder step on the loop thread with LibTorch's intra-op threads.
+  // thread (model::ParallelDecoder), each at least decode_min_shard_rows rows: the loop thread
+  // and decode_threads - 1 workers the scheduler owns, which also take prompt chunks beside the
+  // shards. 1 = one BatchDecoder step on the loop thread with LibTorch's intra-op threads.
   int decode_threads = 1;
   int decode_min_shard_rows = 4;
   // OpenMP threads of the loop thread while it prefills (prompt, Score and datastore chunks);
@@ -82,6 +85,7 @@ struct SchedulerConfig {
   // Sessions' attention rings in float16 (model::MemoryOptions::half_rings).
   bool half_rings = false;
   absl::Duration sweep_interval = absl::Seconds(1);
+  // Called on the loop thread and, timing prefill units, on the decode workers: thread-safe.
   session::SessionStore::Clock clock = absl::Now;
   std::string model_name;  // reported in SessionInfo
 };

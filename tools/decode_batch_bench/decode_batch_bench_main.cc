@@ -35,8 +35,8 @@
 #include "engine/model/batch_decoder.h"
 #include "engine/model/model.h"
 #include "engine/model/parallel_decoder.h"
-#include "engine/util/worker_pool.h"
 #include "engine/util/cpu_backend.h"
+#include "engine/util/worker_pool.h"
 
 ABSL_FLAG(std::string, model, "models/mnemo-stdlib", "model directory");
 ABSL_FLAG(std::string, batch_sizes, "1,4,16,64", "sessions per step, comma-separated");
