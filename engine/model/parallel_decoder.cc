@@ -1,7 +1,6 @@
 #include "engine/model/parallel_decoder.h"
 
 #include <algorithm>
-#include <unordered_set>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -64,26 +63,14 @@ absl::StatusOr<DecodeBatchResult> Gather(std::vector<absl::StatusOr<DecodeBatchR
 
 }  // namespace
 
-ParallelDecoder::ParallelDecoder(Model& model, ParallelDecoderOptions options)
-    : options_(options) {
-  options_.threads = std::max(1, options_.threads);
+ParallelDecoder::ParallelDecoder(Model& model, ParallelDecoderOptions options,
+                                 util::WorkerPool& workers)
+    : options_(options), workers_(workers) {
+  options_.threads = std::clamp(options_.threads, 1, workers_.size() + 1);
   options_.min_shard_rows = std::max(1, options_.min_shard_rows);
   for (int t = 0; t < options_.threads; ++t) {
     decoders_.push_back(std::make_unique<BatchDecoder>(model, options_.decoder));
   }
-  jobs_.resize(options_.threads);
-  for (int w = 0; w + 1 < options_.threads; ++w) {
-    workers_.emplace_back([this, w] { WorkerLoop(w + 1); });
-  }
-}
-
-ParallelDecoder::~ParallelDecoder() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stopping_ = true;
-  }
-  work_ready_.notify_all();
-  for (std::thread& worker : workers_) worker.join();
 }
 
 int ParallelDecoder::ShardsFor(int64_t rows) const {
@@ -97,67 +84,6 @@ absl::StatusOr<DecodeBatchResult> ParallelDecoder::RunShard(BatchDecoder& decode
   return decoder.Step(rows);
 }
 
-void ParallelDecoder::WorkerLoop(int worker) {
-  std::unique_lock<std::mutex> lock(mu_);
-  for (;;) {
-    work_ready_.wait(lock, [&] { return stopping_ || jobs_[worker].pending; });
-    if (stopping_) return;
-    absl::Span<const DecodeRow> rows = jobs_[worker].rows;
-    const absl::FunctionRef<void()>* work = jobs_[worker].work;
-    lock.unlock();
-    absl::StatusOr<DecodeBatchResult> result = absl::UnknownError("not run");
-    if (!rows.empty()) result = RunShard(*decoders_[worker], rows);
-    std::exception_ptr error;
-    if (work != nullptr) {
-      try {
-        (*work)();
-      } catch (...) {
-        error = std::current_exception();
-      }
-    }
-    lock.lock();
-    jobs_[worker].result = std::move(result);
-    jobs_[worker].error = error;
-    jobs_[worker].pending = false;
-    work_done_.notify_all();
-  }
-}
-
-void ParallelDecoder::Post(const std::vector<absl::Span<const DecodeRow>>& parts,
-                           int first_worker, const absl::FunctionRef<void()>* work) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    for (size_t i = 0; i < parts.size(); ++i) {
-      Job& job = jobs_[first_worker + i];
-      job.rows = parts[i];
-      job.work = work;
-      job.error = nullptr;
-      job.pending = true;
-    }
-  }
-  work_ready_.notify_all();
-}
-
-std::vector<absl::StatusOr<DecodeBatchResult>> ParallelDecoder::Wait(int first_worker,
-                                                                     int count) {
-  std::vector<absl::StatusOr<DecodeBatchResult>> results;
-  std::unique_lock<std::mutex> lock(mu_);
-  work_done_.wait(lock, [&] {
-    for (int w = first_worker; w < first_worker + count; ++w) {
-      if (jobs_[w].pending) return false;
-    }
-    return true;
-  });
-  std::exception_ptr error;
-  for (int w = first_worker; w < first_worker + count; ++w) {
-    results.push_back(std::move(jobs_[w].result));
-    if (error == nullptr) error = jobs_[w].error;
-    jobs_[w].error = nullptr;
-  }
-  if (error != nullptr) std::rethrow_exception(error);
-  return results;
-}
-
 absl::StatusOr<DecodeBatchResult> ParallelDecoder::Step(absl::Span<const DecodeRow> rows) {
   const int shards = ShardsFor(static_cast<int64_t>(rows.size()));
   if (shards == 1) {
@@ -168,49 +94,45 @@ absl::StatusOr<DecodeBatchResult> ParallelDecoder::Step(absl::Span<const DecodeR
   // Every check before any shard changes a memory: a shard's rejection would otherwise leave
   // the other shards' rows advanced. (A memory repeated across shards is caught here too.)
   if (absl::Status s = decoders_[0]->Validate(rows); !s.ok()) return s;
-  std::vector<absl::Span<const DecodeRow>> parts = Split(rows, shards);
-  Post({parts.begin() + 1, parts.end()}, /*first_worker=*/1);
-  std::vector<absl::StatusOr<DecodeBatchResult>> results;
-  results.push_back(RunShard(*decoders_[0], parts[0]));
-  for (auto& result : Wait(1, shards - 1)) results.push_back(std::move(result));
+  const std::vector<absl::Span<const DecodeRow>> parts = Split(rows, shards);
+  std::vector<absl::StatusOr<DecodeBatchResult>> results(shards);
+  workers_.Run(
+      shards - 1,
+      [&](int worker) { results[worker + 1] = RunShard(*decoders_[worker + 1], parts[worker + 1]); },
+      [&] { results[0] = RunShard(*decoders_[0], parts[0]); });
   return Gather(std::move(results));
 }
 
 absl::StatusOr<DecodeBatchResult> ParallelDecoder::StepAlongside(
-    absl::Span<const DecodeRow> rows, absl::FunctionRef<void()> work) {
+    absl::Span<const DecodeRow> rows, absl::FunctionRef<void()> caller_work,
+    absl::FunctionRef<void()> worker_work) {
   const int workers = options_.threads - 1;
   if (workers == 0) {
-    work();
+    caller_work();
     return Step(rows);
   }
   if (absl::Status s = decoders_[0]->Validate(rows); !s.ok()) {
-    RunOnAll(work);
+    RunOnAll(caller_work, worker_work);
     return s;
   }
+  // The rows on the workers alone; workers without a shard start on the work at once.
   const int shards = static_cast<int>(std::clamp<int64_t>(
       static_cast<int64_t>(rows.size()) / options_.min_shard_rows, 1, workers));
-  std::vector<absl::Span<const DecodeRow>> parts = Split(rows, shards);
-  parts.resize(workers);  // workers without a shard start on the work at once
-  std::vector<absl::StatusOr<DecodeBatchResult>> results = RunWithWorkers(parts, work);
-  results.resize(shards);
+  const std::vector<absl::Span<const DecodeRow>> parts = Split(rows, shards);
+  std::vector<absl::StatusOr<DecodeBatchResult>> results(shards);
+  workers_.Run(
+      workers,
+      [&](int worker) {
+        if (worker < shards) results[worker] = RunShard(*decoders_[worker + 1], parts[worker]);
+        worker_work();
+      },
+      caller_work);
   return Gather(std::move(results));
 }
 
-void ParallelDecoder::RunOnAll(absl::FunctionRef<void()> work) {
-  RunWithWorkers(std::vector<absl::Span<const DecodeRow>>(options_.threads - 1), work);
-}
-
-std::vector<absl::StatusOr<DecodeBatchResult>> ParallelDecoder::RunWithWorkers(
-    const std::vector<absl::Span<const DecodeRow>>& parts, absl::FunctionRef<void()> work) {
-  const int workers = static_cast<int>(parts.size());
-  Post(parts, /*first_worker=*/1, &work);
-  try {
-    work();
-  } catch (...) {
-    Wait(1, workers);  // the workers hold the caller's rows and `work`
-    throw;
-  }
-  return Wait(1, workers);
+void ParallelDecoder::RunOnAll(absl::FunctionRef<void()> caller_work,
+                               absl::FunctionRef<void()> worker_work) {
+  workers_.Run(options_.threads - 1, [&](int) { worker_work(); }, caller_work);
 }
 
 }  // namespace mnemo::model

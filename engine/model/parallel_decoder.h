@@ -1,6 +1,6 @@
 // ParallelDecoder: one batched decode step (BatchDecoder::Step's contract) with the rows split
 // into contiguous shards that decode at the same time, one shard per thread: the caller's thread
-// and `threads - 1` workers this object owns.
+// and up to `threads - 1` workers of a pool it borrows.
 //
 // Why shards and not LibTorch's intra-op threads: a decode step is ~200 small ops, and
 // splitting each op across cores costs a thread wake-up per op (OpenMP waits passively, see
@@ -16,16 +16,17 @@
 // row asked (one BatchDecoder step would also fill in the keys of full-depth rows that did not
 // ask).
 //
-// Ownership: borrows the Model (must outlive this); owns its worker threads (joined by the
-// destructor). Thread-safety: Step is called by one thread at a time (the engine's loop thread).
+// Threads: the shards run on a util::WorkerPool this decoder borrows (the engine's scheduler
+// owns it and lends it prefill work too; see StepAlongside): shard 0 on the caller's thread,
+// shard s on worker s - 1.
+//
+// Ownership: borrows the Model and the pool (both must outlive this); owns one BatchDecoder per
+// thread (its scratch). Thread-safety: Step, StepAlongside and RunOnAll are called by one
+// thread at a time (the engine's loop thread), and use the pool's workers until they return.
 #ifndef MNEMO_ENGINE_MODEL_PARALLEL_DECODER_H_
 #define MNEMO_ENGINE_MODEL_PARALLEL_DECODER_H_
 
-#include <condition_variable>
-#include <exception>
 #include <memory>
-#include <mutex>
-#include <thread>
 #include <vector>
 
 #include "absl/functional/function_ref.h"
@@ -33,19 +34,21 @@
 #include "absl/types/span.h"
 #include "engine/model/batch_decoder.h"
 #include "engine/model/model.h"
+#include "engine/util/worker_pool.h"
 
 namespace mnemo::model {
 
 struct ParallelDecoderOptions {
   BatchDecoderOptions decoder;  // each shard's
-  int threads = 1;              // shards at most (1 = BatchDecoder on the caller's thread)
+  // Shards at most (1 = BatchDecoder on the caller's thread); at most the pool's workers + 1.
+  int threads = 1;
   int min_shard_rows = 4;       // a step splits only into shards of at least this many rows
 };
 
 class ParallelDecoder {
  public:
-  ParallelDecoder(Model& model, ParallelDecoderOptions options);
-  ~ParallelDecoder();
+  // Uses up to options.threads - 1 of `workers`' threads.
+  ParallelDecoder(Model& model, ParallelDecoderOptions options, util::WorkerPool& workers);
   ParallelDecoder(const ParallelDecoder&) = delete;
   ParallelDecoder& operator=(const ParallelDecoder&) = delete;
 
@@ -59,49 +62,34 @@ class ParallelDecoder {
   // `work` runs once on every thread, at the same time: it must be safe to call concurrently
   // (the engine's: prefill jobs taken from a queue the threads share) and must not touch the
   // rows' memories. Returns when the rows are decoded and every call of `work` has returned; an
-  // exception from `work` on a worker is rethrown here. A step Validate rejects still runs the
-  // work (RunOnAll). With no worker (threads == 1): work() on the caller, then Step(rows).
+  // exception from `work` is rethrown here once every thread is done. A step Validate rejects
+  // still runs the work (RunOnAll). With no worker (threads == 1): work() on the caller, then
+  // Step(rows).
   absl::StatusOr<DecodeBatchResult> StepAlongside(absl::Span<const DecodeRow> rows,
-                                                  absl::FunctionRef<void()> work);
+                                                  absl::FunctionRef<void()> work) {
+    return StepAlongside(rows, work, work);
+  }
+  // The same, with the caller's thread running `caller_work` and each worker `worker_work`.
+  absl::StatusOr<DecodeBatchResult> StepAlongside(absl::Span<const DecodeRow> rows,
+                                                  absl::FunctionRef<void()> caller_work,
+                                                  absl::FunctionRef<void()> worker_work);
   // `work` once on every thread (the caller's and each worker's) at the same time; returns when
   // all calls have returned. The same concurrency rules as StepAlongside's.
-  void RunOnAll(absl::FunctionRef<void()> work);
+  void RunOnAll(absl::FunctionRef<void()> work) { RunOnAll(work, work); }
+  void RunOnAll(absl::FunctionRef<void()> caller_work, absl::FunctionRef<void()> worker_work);
 
   // Shards a step of `rows` rows splits into.
   int ShardsFor(int64_t rows) const;
   const ParallelDecoderOptions& options() const { return options_; }
 
  private:
-  struct Job {
-    absl::Span<const DecodeRow> rows;  // may be empty: then only `work`
-    const absl::FunctionRef<void()>* work = nullptr;  // run after the rows, if set
-    absl::StatusOr<DecodeBatchResult> result = absl::UnknownError("not run");
-    std::exception_ptr error;  // thrown by `work`
-    bool pending = false;
-  };
-  void WorkerLoop(int worker);
-  // Hands parts[i] (and `work`, if set) to worker first_worker + i; Wait collects their results
-  // in order, rethrowing the first exception a worker's `work` threw once all are done.
-  void Post(const std::vector<absl::Span<const DecodeRow>>& parts, int first_worker,
-            const absl::FunctionRef<void()>* work = nullptr);
-  std::vector<absl::StatusOr<DecodeBatchResult>> Wait(int first_worker, int count);
-  // parts[i] and then `work` on worker i + 1, `work` on the caller meanwhile; the workers'
-  // results once all are done (StepAlongside, RunOnAll).
-  std::vector<absl::StatusOr<DecodeBatchResult>> RunWithWorkers(
-      const std::vector<absl::Span<const DecodeRow>>& parts, absl::FunctionRef<void()> work);
   // Runs one shard on the calling thread with LibTorch/OpenMP kept to that thread.
   static absl::StatusOr<DecodeBatchResult> RunShard(BatchDecoder& decoder,
                                                      absl::Span<const DecodeRow> rows);
 
   ParallelDecoderOptions options_;
+  util::WorkerPool& workers_;
   std::vector<std::unique_ptr<BatchDecoder>> decoders_;  // [threads]: 0 = the caller's
-
-  std::mutex mu_;
-  std::condition_variable work_ready_;  // a job was posted, or stopping_
-  std::condition_variable work_done_;   // a job finished
-  std::vector<Job> jobs_;               // [threads]; jobs_[0] unused (the caller runs shard 0)
-  bool stopping_ = false;
-  std::vector<std::thread> workers_;    // [threads - 1]; worker w runs jobs_[w + 1]
 };
 
 }  // namespace mnemo::model

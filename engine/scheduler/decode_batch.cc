@@ -4,46 +4,46 @@
 
 namespace mnemo::scheduler {
 
-void DecodeBatch::Add(const model::DecodeRow& row, Done done) {
+void DecodeBatch::Add(uint64_t task_id, const model::DecodeRow& row) {
   rows_.push_back(row);
-  done_.push_back(std::move(done));
+  task_ids_.push_back(task_id);
 }
 
-int DecodeBatch::Run(model::ParallelDecoder& decoder) {
-  if (rows_.empty()) return 0;
-  std::vector<model::DecodeRow> rows = std::exchange(rows_, {});
-  std::vector<Done> done = std::exchange(done_, {});
-  Complete(rows, done, decoder.Step(rows));
-  return static_cast<int>(rows.size());
+std::vector<DecodeOutput> DecodeBatch::Run(model::ParallelDecoder& decoder) {
+  if (rows_.empty()) return {};
+  return Split(decoder.Step(rows_));
 }
 
-int DecodeBatch::RunAlongside(model::ParallelDecoder& decoder, absl::FunctionRef<void()> work) {
+std::vector<DecodeOutput> DecodeBatch::RunAlongside(model::ParallelDecoder& decoder,
+                                                    absl::FunctionRef<void()> caller_work,
+                                                    absl::FunctionRef<void()> worker_work) {
   if (rows_.empty()) {
-    decoder.RunOnAll(work);
-    return 0;
+    decoder.RunOnAll(caller_work, worker_work);
+    return {};
   }
-  std::vector<model::DecodeRow> rows = std::exchange(rows_, {});
-  std::vector<Done> done = std::exchange(done_, {});
-  Complete(rows, done, decoder.StepAlongside(rows, work));
-  return static_cast<int>(rows.size());
+  return Split(decoder.StepAlongside(rows_, caller_work, worker_work));
 }
 
-void DecodeBatch::Complete(const std::vector<model::DecodeRow>& rows, std::vector<Done>& done,
-                           const absl::StatusOr<model::DecodeBatchResult>& result) {
-  for (size_t r = 0; r < rows.size(); ++r) {
+std::vector<DecodeOutput> DecodeBatch::Split(
+    const absl::StatusOr<model::DecodeBatchResult>& result) {
+  std::vector<DecodeOutput> outputs(rows_.size());
+  for (size_t r = 0; r < rows_.size(); ++r) {
+    DecodeOutput& out = outputs[r];
+    out.task_id = task_ids_[r];
     if (!result.ok()) {
-      done[r](result.status());
+      out.status = result.status();
       continue;
     }
-    Output out;
     const int64_t row = static_cast<int64_t>(r);
     out.logprobs = result->logprobs[row].contiguous();
     out.exit_layer = result->exit_layers[r];
-    if (rows[r].knn_lm_key && result->knn_lm_keys.defined()) {
+    if (rows_[r].knn_lm_key && result->knn_lm_keys.defined()) {
       out.knn_lm_key = result->knn_lm_keys[row].contiguous();
     }
-    done[r](std::move(out));
   }
+  rows_.clear();
+  task_ids_.clear();
+  return outputs;
 }
 
 }  // namespace mnemo::scheduler

@@ -39,7 +39,6 @@ GenerateTask::GenerateTask(uint64_t id, engine::GenerateOptions options,
 }
 
 bool GenerateTask::Step(StepContext& ctx) {
-  if (finished_) return true;  // a batched feed failed after the last Step
   if (stream_->cancelled()) {
     Finish(FinishReason::kCancelled, absl::OkStatus(), ctx.now);
     return true;
@@ -154,29 +153,34 @@ bool GenerateTask::DecodeOne(StepContext& ctx) {
     row.exit_threshold = threshold;
     row.knn_lm_key = !exit_allowed;
     row.exit_measure = exit_measure_;
-    // Runs later in this iteration, before the scheduler releases a finished task's session.
-    ctx.decode_batch->Add(row, [this, last, reason, now = ctx.now](
-                                   absl::StatusOr<DecodeBatch::Output> out) {
-      if (!out.ok()) {
-        Finish(FinishReason::kError, out.status(), now);
-        return;
-      }
-      RecordFeed(state(), std::move(out->logprobs), out->exit_layer, std::move(out->knn_lm_key));
-      if (last) Finish(reason, absl::OkStatus(), now);
-    });
-    return last;  // a failed feed finishes the task; Step then reports it (finished_)
+    ctx.decode_batch->Add(id(), row);
+    batched_feed_ = BatchedFeed{last, reason};  // OnDecoded finishes what this step began
+    return false;
   }
-  const int id[] = {sample.id};
+  const int ids[] = {sample.id};
   const absl::Status fed = exit_allowed
                                ? FeedTokenWithExit(ctx.model, state(), sample.id, threshold,
                                                    exit_measure_)
-                               : FeedText(ctx.model, state(), id, model::Outputs::kLast).status();
+                               : FeedText(ctx.model, state(), ids, model::Outputs::kLast).status();
   if (!fed.ok()) {
     Finish(FinishReason::kError, fed, ctx.now);
     return true;
   }
   if (last) Finish(reason, absl::OkStatus(), ctx.now);
   return last;
+}
+
+bool GenerateTask::OnDecoded(DecodeOutput out, absl::Time now) {
+  if (!batched_feed_.has_value()) return Task::OnDecoded(std::move(out), now);
+  const BatchedFeed feed = *batched_feed_;
+  batched_feed_.reset();
+  if (!out.status.ok()) {
+    Finish(FinishReason::kError, std::move(out.status), now);
+    return true;
+  }
+  RecordFeed(state(), std::move(out.logprobs), out.exit_layer, std::move(out.knn_lm_key));
+  if (feed.last) Finish(feed.reason, absl::OkStatus(), now);
+  return feed.last;
 }
 
 void GenerateTask::Abort(const absl::Status& status, absl::Time now) {

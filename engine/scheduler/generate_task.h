@@ -1,7 +1,11 @@
 // GenerateTask: one Generate request, from prompt prefill to its final stream Close().
 //
 // Owns the request's stream handle, RNG, UTF-8 decoder and stop matcher; borrows its Session
-// (or owns a fresh SequenceState when one-shot, discarded with the task). Loop thread only.
+// (or owns a fresh SequenceState when one-shot, discarded with the task).
+//
+// Thread-safety: one thread at a time (Task's rule): prompt chunks may run on a worker of the
+// scheduler's pool, decode steps and OnDecoded on the loop thread. cancelled() reads the
+// thread-safe stream.
 //
 // Invariant between steps: every token pushed to the stream has been fed into the sequence's
 // memory (the feed follows the push within the same step), so a cancelled stream leaves the
@@ -34,6 +38,7 @@ class GenerateTask : public Task {
                uint64_t seed, session::Session* session);
 
   bool Step(StepContext& ctx) override;
+  bool OnDecoded(DecodeOutput out, absl::Time now) override;
   void Abort(const absl::Status& status, absl::Time now) override;
   bool cancelled() const override { return stream_->cancelled(); }
   bool WantsPrefill() const override { return prompt_fed_ < prompt_.size(); }
@@ -55,6 +60,13 @@ class GenerateTask : public Task {
   std::optional<float> exit_threshold_;
   model::ExitMeasure exit_measure_ = model::ExitMeasure::kSoftmaxResponse;  // with exit_threshold_
   bool finished_ = false;  // the stream was closed (Finish ran)
+  // Set while a sampled token's feed waits in the iteration's DecodeBatch: whether it was the
+  // request's last token, and the reason it then finishes with.
+  struct BatchedFeed {
+    bool last = false;
+    engine::FinishReason reason = engine::FinishReason::kLength;
+  };
+  std::optional<BatchedFeed> batched_feed_;
   const std::shared_ptr<engine::GenerateStream> stream_;
   const absl::Time submit_time_;
   std::optional<absl::Duration> queue_time_;  // set by the first step

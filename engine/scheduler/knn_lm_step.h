@@ -3,7 +3,13 @@
 //
 // Shared datastores are borrowed from the DatastoreCatalog (which outlives every task); a
 // session's private datastore is looked up in the session at each step, since text may be
-// added between requests. Loop thread only.
+// added between requests.
+//
+// Thread-safety: ResolveKnnLm runs on the submitting thread (it reads only the immutable
+// catalog). CheckKnnLmReady and ApplyKnnLm run on the thread stepping the task: the loop
+// thread, or a decode worker for a Generate's first prompt chunk (CheckKnnLmReady); they read
+// the session's private datastore, which only requests on the same session write, and those
+// run one at a time.
 #ifndef MNEMO_ENGINE_SCHEDULER_KNN_LM_STEP_H_
 #define MNEMO_ENGINE_SCHEDULER_KNN_LM_STEP_H_
 

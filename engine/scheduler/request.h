@@ -1,4 +1,10 @@
-// Request: one call into the engine, as it travels from the calling thread to the loop thread.
+// Request: one call into the engine, as it travels from the calling thread to the loop thread:
+// a payload per kind of call (std::variant), each holding the call's options and its output
+// channel (a stream for Generate, a completion callback for everything else).
+//
+// Ownership: whoever holds the Request owns delivering its result exactly once (stream Close
+// or callback): the caller until RequestQueue::Push succeeds, then the scheduler's loop thread.
+// Thread-safety: none of its own; one thread holds it at a time (the queue hands it over).
 #ifndef MNEMO_ENGINE_SCHEDULER_REQUEST_H_
 #define MNEMO_ENGINE_SCHEDULER_REQUEST_H_
 
@@ -6,6 +12,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -24,45 +31,69 @@ using StatusDone = std::function<void(absl::Status)>;
 using AddToDatastoreDone = std::function<void(absl::StatusOr<engine::AddToDatastoreResult>)>;
 using DatastoreDone = std::function<void(absl::StatusOr<engine::DatastoreInfo>)>;
 
-// Exactly one payload is meaningful, chosen by `kind`. Whoever holds the Request owns
-// delivering its result (stream Close or callback) exactly once.
+// Model work: admitted as a task (GenerateTask, ScoreTask, DatastoreAddTask), counted against
+// max_waiting. The options are validated and kNN-LM resolved (Scheduler::Prepare) before the
+// request is queued.
+struct GenerateCall {
+  engine::GenerateOptions options;
+  std::shared_ptr<engine::GenerateStream> stream;
+  std::optional<KnnLmPlan> knn_lm;
+};
+struct ScoreCall {
+  engine::ScoreOptions options;
+  ScoreDone done;
+  std::optional<KnnLmPlan> knn_lm;
+};
+struct AddToDatastoreCall {
+  engine::AddToDatastoreOptions options;
+  AddToDatastoreDone done;
+};
+// Session operations: answered by the loop thread as soon as it pops them.
+struct CreateSessionCall {
+  engine::CreateSessionOptions options;
+  SessionDone done;
+};
+struct GetSessionCall {
+  std::string session_id;
+  SessionDone done;
+};
+struct ListSessionsCall {
+  ListDone done;
+};
+struct DeleteSessionCall {
+  std::string session_id;
+  StatusDone done;
+};
+struct GetSessionDatastoreCall {
+  std::string session_id;
+  DatastoreDone done;
+};
+
+using Call = std::variant<GenerateCall, ScoreCall, AddToDatastoreCall, CreateSessionCall,
+                          GetSessionCall, ListSessionsCall, DeleteSessionCall,
+                          GetSessionDatastoreCall>;
+
 struct Request {
-  enum class Kind {
-    kGenerate,
-    kScore,
-    kAddToDatastore,
-    kCreateSession,
-    kGetSession,
-    kListSessions,
-    kDeleteSession,
-    kGetSessionDatastore,
-  };
-
-  Kind kind = Kind::kGenerate;
+  Call call;
   absl::Time submit_time;
-
-  engine::GenerateOptions generate;                  // kGenerate (validated)
-  std::shared_ptr<engine::GenerateStream> stream;    // kGenerate
-  engine::ScoreOptions score;                        // kScore (validated)
-  ScoreDone score_done;                              // kScore
-  std::optional<KnnLmPlan> knn_lm;                   // kGenerate, kScore (resolved)
-  engine::AddToDatastoreOptions add;                 // kAddToDatastore (validated)
-  AddToDatastoreDone add_done;                       // kAddToDatastore
-  DatastoreDone datastore_done;                      // kGetSessionDatastore
-  std::string session_id;                            // kCreate/Get/DeleteSession, kGetSessionDatastore
-  int64_t knn_capacity = 0;                          // kCreateSession
-  SessionDone session_done;                          // kCreateSession, kGetSession
-  ListDone list_done;                                // kListSessions
-  StatusDone status_done;                            // kDeleteSession
 
   // Model work (Generate, Score, AddToDatastore) counts against max_waiting; session
   // operations do not.
   bool is_model_work() const {
-    return kind == Kind::kGenerate || kind == Kind::kScore || kind == Kind::kAddToDatastore;
+    return std::holds_alternative<GenerateCall>(call) || std::holds_alternative<ScoreCall>(call) ||
+           std::holds_alternative<AddToDatastoreCall>(call);
   }
   // Delivers `status` as the result without doing anything.
   void Fail(const absl::Status& status, absl::Time now);
 };
+
+// A visitor made of lambdas, one per payload (std::visit(Overloaded{...}, call)).
+template <class... Fs>
+struct Overloaded : Fs... {
+  using Fs::operator()...;
+};
+template <class... Fs>
+Overloaded(Fs...) -> Overloaded<Fs...>;
 
 }  // namespace mnemo::scheduler
 

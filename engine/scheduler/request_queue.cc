@@ -7,37 +7,17 @@
 namespace mnemo::scheduler {
 
 void Request::Fail(const absl::Status& status, absl::Time now) {
-  switch (kind) {
-    case Kind::kGenerate: {
-      engine::GenerateFinal final;
-      final.reason = status.code() == absl::StatusCode::kUnavailable
-                         ? engine::FinishReason::kCancelled
-                         : engine::FinishReason::kError;
-      final.status = status;
-      final.queue_time = now - submit_time;
-      stream->Close(std::move(final));
-      break;
-    }
-    case Kind::kScore:
-      score_done(status);
-      break;
-    case Kind::kAddToDatastore:
-      add_done(status);
-      break;
-    case Kind::kGetSessionDatastore:
-      datastore_done(status);
-      break;
-    case Kind::kCreateSession:
-    case Kind::kGetSession:
-      session_done(status);
-      break;
-    case Kind::kListSessions:
-      list_done(status);
-      break;
-    case Kind::kDeleteSession:
-      status_done(status);
-      break;
-  }
+  std::visit(Overloaded{[&](GenerateCall& c) {
+                          engine::GenerateFinal final;
+                          final.reason = status.code() == absl::StatusCode::kUnavailable
+                                             ? engine::FinishReason::kCancelled
+                                             : engine::FinishReason::kError;
+                          final.status = status;
+                          final.queue_time = now - submit_time;
+                          c.stream->Close(std::move(final));
+                        },
+                        [&](auto& c) { c.done(status); }},
+             call);
 }
 
 absl::Status RequestQueue::Push(std::unique_ptr<Request>& request) {

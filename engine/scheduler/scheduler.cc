@@ -1,18 +1,14 @@
 #include "engine/scheduler/scheduler.h"
 
-#include <exception>
-#include <list>
-#include <thread>
 #include <utility>
 #include <vector>
 
-#include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "engine/scheduler/datastore_add_task.h"
 #include "engine/scheduler/datastore_info.h"
 #include "engine/scheduler/generate_task.h"
+#include "engine/scheduler/iteration_plan.h"
 #include "engine/scheduler/score_task.h"
-#include "engine/util/omp_threads.h"
+#include "engine/util/status_macros.h"
 
 namespace mnemo::scheduler {
 namespace {
@@ -33,9 +29,14 @@ Scheduler::Scheduler(SchedulerConfig config, std::unique_ptr<model::Model> model
     : config_(std::move(config)),
       inbox_(config_.max_waiting, config_.max_running),
       model_(std::move(model)),
-      decoder_(*model_, model::ParallelDecoderOptions{{}, config_.decode_threads,
-                                                       config_.decode_min_shard_rows}),
+      workers_(config_.decode_threads - 1),
+      decoder_(*model_,
+               model::ParallelDecoderOptions{{}, config_.decode_threads,
+                                             config_.decode_min_shard_rows},
+               workers_),
       memory_options_(MakeMemoryOptions(config_.knn, config_.half_rings, model_->config())),
+      executor_(*model_, decoder_, memory_options_, config_.knn_search_observer, config_.clock,
+                {config_.batch_decode, config_.prefill_threads}),
       sessions_(config_.sessions,
                 [this](int64_t knn_capacity) {
                   model::MemoryOptions options = memory_options_;
@@ -54,112 +55,81 @@ void Scheduler::Shutdown() {
   if (thread_.joinable()) thread_.join();
 }
 
-absl::Status Scheduler::Enqueue(std::unique_ptr<Request> request) {
-  absl::Status status = inbox_.Push(request);
-  if (!status.ok() && request->kind != Request::Kind::kGenerate) {
-    request->Fail(status, config_.clock());  // callbacks get the error inline
+absl::Status Scheduler::Prepare(GenerateCall& call) {
+  if (call.stream == nullptr) return absl::InvalidArgumentError("Submit needs a stream");
+  MNEMO_RETURN_IF_ERROR(
+      ValidateGenerate(call.options, config_.limits, ModelExitInfo::Of(*model_)));
+  if (call.options.knn_lm) {
+    MNEMO_ASSIGN_OR_RETURN(call.knn_lm, ResolveKnnLm(*call.options.knn_lm,
+                                                     call.options.session_id,
+                                                     *config_.datastores));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Scheduler::Prepare(ScoreCall& call) {
+  MNEMO_RETURN_IF_ERROR(ValidateScore(call.options));
+  if (call.options.knn_lm) {
+    MNEMO_ASSIGN_OR_RETURN(call.knn_lm, ResolveKnnLm(*call.options.knn_lm,
+                                                     call.options.session_id,
+                                                     *config_.datastores));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Scheduler::Prepare(AddToDatastoreCall& call) {
+  return ValidateAddToDatastore(call.options);
+}
+
+absl::Status Scheduler::Enqueue(Call call) {
+  auto request = std::make_unique<Request>(Request{std::move(call), config_.clock()});
+  absl::Status status = std::visit(
+      Overloaded{[this](GenerateCall& c) { return Prepare(c); },
+                 [this](ScoreCall& c) { return Prepare(c); },
+                 [this](AddToDatastoreCall& c) { return Prepare(c); },
+                 [](auto&) { return absl::OkStatus(); }},  // session operations
+      request->call);
+  if (status.ok()) status = inbox_.Push(request);  // on OK the loop owns the request
+  // A Generate's error goes back to its caller with the stream untouched; callbacks get
+  // theirs inline.
+  if (!status.ok() && !std::holds_alternative<GenerateCall>(request->call)) {
+    request->Fail(status, config_.clock());
   }
   return status;
 }
 
 absl::Status Scheduler::SubmitGenerate(engine::GenerateOptions options,
                                        std::shared_ptr<engine::GenerateStream> stream) {
-  if (stream == nullptr) return absl::InvalidArgumentError("Submit needs a stream");
-  if (absl::Status s = ValidateGenerate(options, config_.limits, ModelExitInfo::Of(*model_));
-      !s.ok())
-    return s;
-  std::optional<KnnLmPlan> knn_lm;
-  if (options.knn_lm) {
-    absl::StatusOr<KnnLmPlan> plan =
-        ResolveKnnLm(*options.knn_lm, options.session_id, *config_.datastores);
-    if (!plan.ok()) return plan.status();
-    knn_lm = std::move(*plan);
-  }
-  auto request = std::make_unique<Request>();
-  request->knn_lm = std::move(knn_lm);
-  request->kind = Request::Kind::kGenerate;
-  request->submit_time = config_.clock();
-  request->generate = std::move(options);
-  request->stream = std::move(stream);
-  return Enqueue(std::move(request));
+  return Enqueue(GenerateCall{std::move(options), std::move(stream), std::nullopt});
 }
 
 void Scheduler::SubmitScore(engine::ScoreOptions options, ScoreDone done) {
-  if (absl::Status s = ValidateScore(options); !s.ok()) {
-    done(s);
-    return;
-  }
-  std::optional<KnnLmPlan> knn_lm;
-  if (options.knn_lm) {
-    absl::StatusOr<KnnLmPlan> plan =
-        ResolveKnnLm(*options.knn_lm, options.session_id, *config_.datastores);
-    if (!plan.ok()) {
-      done(plan.status());
-      return;
-    }
-    knn_lm = std::move(*plan);
-  }
-  auto request = std::make_unique<Request>();
-  request->knn_lm = std::move(knn_lm);
-  request->kind = Request::Kind::kScore;
-  request->submit_time = config_.clock();
-  request->score = std::move(options);
-  request->score_done = std::move(done);
-  Enqueue(std::move(request)).IgnoreError();
+  Enqueue(ScoreCall{std::move(options), std::move(done), std::nullopt}).IgnoreError();
 }
 
 void Scheduler::SubmitAddToDatastore(engine::AddToDatastoreOptions options,
                                      AddToDatastoreDone done) {
-  if (absl::Status s = ValidateAddToDatastore(options); !s.ok()) {
-    done(s);
-    return;
-  }
-  auto request = std::make_unique<Request>();
-  request->kind = Request::Kind::kAddToDatastore;
-  request->submit_time = config_.clock();
-  request->add = std::move(options);
-  request->add_done = std::move(done);
-  Enqueue(std::move(request)).IgnoreError();
+  Enqueue(AddToDatastoreCall{std::move(options), std::move(done)}).IgnoreError();
 }
 
 void Scheduler::GetSessionDatastore(std::string session_id, DatastoreDone done) {
-  auto request = std::make_unique<Request>();
-  request->kind = Request::Kind::kGetSessionDatastore;
-  request->session_id = std::move(session_id);
-  request->datastore_done = std::move(done);
-  Enqueue(std::move(request)).IgnoreError();
+  Enqueue(GetSessionDatastoreCall{std::move(session_id), std::move(done)}).IgnoreError();
 }
 
 void Scheduler::CreateSession(engine::CreateSessionOptions options, SessionDone done) {
-  auto request = std::make_unique<Request>();
-  request->kind = Request::Kind::kCreateSession;
-  request->session_id = std::move(options.session_id);
-  request->knn_capacity = options.knn_capacity;
-  request->session_done = std::move(done);
-  Enqueue(std::move(request)).IgnoreError();
+  Enqueue(CreateSessionCall{std::move(options), std::move(done)}).IgnoreError();
 }
 
 void Scheduler::GetSession(std::string session_id, SessionDone done) {
-  auto request = std::make_unique<Request>();
-  request->kind = Request::Kind::kGetSession;
-  request->session_id = std::move(session_id);
-  request->session_done = std::move(done);
-  Enqueue(std::move(request)).IgnoreError();
+  Enqueue(GetSessionCall{std::move(session_id), std::move(done)}).IgnoreError();
 }
 
 void Scheduler::ListSessions(ListDone done) {
-  auto request = std::make_unique<Request>();
-  request->kind = Request::Kind::kListSessions;
-  request->list_done = std::move(done);
-  Enqueue(std::move(request)).IgnoreError();
+  Enqueue(ListSessionsCall{std::move(done)}).IgnoreError();
 }
 
 void Scheduler::DeleteSession(std::string session_id, StatusDone done) {
-  auto request = std::make_unique<Request>();
-  request->kind = Request::Kind::kDeleteSession;
-  request->session_id = std::move(session_id);
-  request->status_done = std::move(done);
-  Enqueue(std::move(request)).IgnoreError();
+  Enqueue(DeleteSessionCall{std::move(session_id), std::move(done)}).IgnoreError();
 }
 
 engine::EngineStats Scheduler::Stats() const {
@@ -209,239 +179,175 @@ void Scheduler::Loop() {
   for (auto& request : inbox_.PopAll(absl::ZeroDuration())) request->Fail(unavailable, now);
   for (auto& task : running_) task->Abort(unavailable, now);
   for (auto& task : ready_) task->Abort(unavailable, now);
-  for (auto& [unused, task] : behind_session_) task->Abort(unavailable, now);
+  for (auto& task : session_queue_.TakeAll()) task->Abort(unavailable, now);
   running_.clear();
   ready_.clear();
-  behind_session_.clear();
   inbox_.SetParked(0);
   PublishStats();
 }
 
 void Scheduler::Admit(std::unique_ptr<Request> request, absl::Time now) {
-  if (!request->is_model_work()) {
-    RunSessionOp(*request);
-    return;
-  }
-  const std::string& session_id = request->kind == Request::Kind::kGenerate ? request->generate.session_id
-                                  : request->kind == Request::Kind::kScore  ? request->score.session_id
-                                                                            : request->add.session_id;
+  std::visit(Overloaded{[&](GenerateCall& c) { AdmitTask(*request, c.options.session_id, now); },
+                        [&](ScoreCall& c) { AdmitTask(*request, c.options.session_id, now); },
+                        [&](AddToDatastoreCall& c) {
+                          AdmitTask(*request, c.options.session_id, now);
+                        },
+                        [&](auto& session_op) {
+                          Answer(session_op);
+                          PublishStats();
+                        }},
+             request->call);
+}
+
+void Scheduler::AdmitTask(Request& request, const std::string& session_id, absl::Time now) {
   session::Session* session = nullptr;
   if (!session_id.empty()) {
     absl::StatusOr<session::Session*> found = sessions_.Find(session_id);
     if (!found.ok()) {
-      request->Fail(found.status(), now);
+      request.Fail(found.status(), now);
       return;
     }
     session = *found;
   }
-  const uint64_t id = next_task_id_++;
-  std::unique_ptr<Task> task;
-  if (request->kind == Request::Kind::kGenerate) {
-    const uint64_t seed = request->generate.sampling.seed.value_or(seed_rng_());
-    task = std::make_unique<GenerateTask>(id, std::move(request->generate),
-                                          std::move(request->knn_lm), std::move(request->stream),
-                                          request->submit_time, seed, session);
-  } else if (request->kind == Request::Kind::kScore) {
-    task = std::make_unique<ScoreTask>(id, std::move(request->score), std::move(request->knn_lm),
-                                       std::move(request->score_done), session);
-  } else {
-    task = std::make_unique<DatastoreAddTask>(id, std::move(request->add),
-                                              config_.max_session_datastore_entries,
-                                              config_.model_id, std::move(request->add_done),
-                                              session);
-  }
-  if (session == nullptr) {
-    ready_.push_back(std::move(task));
-  } else if (session->busy) {
-    session->waiting.push_back(id);
-    behind_session_.emplace(id, std::move(task));
-  } else {
-    session->busy = true;
-    sessions_.Touch(*session);
-    ready_.push_back(std::move(task));
+  std::unique_ptr<Task> task = MakeTask(request, next_task_id_++, session);
+  if (std::unique_ptr<Task> runnable = session_queue_.Acquire(std::move(task))) {
+    if (session != nullptr) sessions_.Touch(*session);
+    ready_.push_back(std::move(runnable));
   }
 }
 
-void Scheduler::RunSessionOp(Request& request) {
-  switch (request.kind) {
-    case Request::Kind::kCreateSession: {
-      absl::StatusOr<session::Session*> created =
-          sessions_.Create(request.session_id, request.knn_capacity);
-      if (!created.ok()) {
-        request.session_done(created.status());
-      } else {
-        request.session_done(Info(**created));
-      }
-      break;
-    }
-    case Request::Kind::kGetSession: {
-      absl::StatusOr<session::Session*> found = sessions_.Find(request.session_id);
-      if (!found.ok()) {
-        request.session_done(found.status());
-      } else {
-        request.session_done(Info(**found));
-      }
-      break;
-    }
-    case Request::Kind::kListSessions: {
-      std::vector<engine::SessionInfo> infos;
-      for (const session::Session* s : sessions_.List()) infos.push_back(Info(*s));
-      request.list_done(std::move(infos));
-      break;
-    }
-    case Request::Kind::kDeleteSession:
-      request.status_done(sessions_.Delete(request.session_id));
-      CountSessionDatastores();
-      break;
-    case Request::Kind::kGetSessionDatastore: {
-      absl::StatusOr<session::Session*> found = sessions_.Find(request.session_id);
-      if (!found.ok()) {
-        request.datastore_done(found.status());
-      } else {
-        request.datastore_done(SessionDatastoreInfo(**found, config_.model_id));
-      }
-      break;
-    }
-    default:
-      break;
+std::unique_ptr<Task> Scheduler::MakeTask(Request& request, uint64_t id,
+                                          session::Session* session) {
+  return std::visit(
+      Overloaded{
+          [&](GenerateCall& c) -> std::unique_ptr<Task> {
+            const uint64_t seed = c.options.sampling.seed.value_or(seed_rng_());
+            return std::make_unique<GenerateTask>(id, std::move(c.options), std::move(c.knn_lm),
+                                                  std::move(c.stream), request.submit_time,
+                                                  seed, session);
+          },
+          [&](ScoreCall& c) -> std::unique_ptr<Task> {
+            return std::make_unique<ScoreTask>(id, std::move(c.options), std::move(c.knn_lm),
+                                               std::move(c.done), session);
+          },
+          [&](AddToDatastoreCall& c) -> std::unique_ptr<Task> {
+            return std::make_unique<DatastoreAddTask>(
+                id, std::move(c.options), config_.max_session_datastore_entries,
+                config_.model_id, std::move(c.done), session);
+          },
+          [](auto&) -> std::unique_ptr<Task> { return nullptr; }},  // session operations
+      request.call);
+}
+
+void Scheduler::Answer(CreateSessionCall& call) {
+  absl::StatusOr<session::Session*> created =
+      sessions_.Create(call.options.session_id, call.options.knn_capacity);
+  if (!created.ok()) {
+    call.done(created.status());
+  } else {
+    call.done(Info(**created));
   }
-  PublishStats();
+}
+
+void Scheduler::Answer(GetSessionCall& call) {
+  absl::StatusOr<session::Session*> found = sessions_.Find(call.session_id);
+  if (!found.ok()) {
+    call.done(found.status());
+  } else {
+    call.done(Info(**found));
+  }
+}
+
+void Scheduler::Answer(ListSessionsCall& call) {
+  std::vector<engine::SessionInfo> infos;
+  for (const session::Session* s : sessions_.List()) infos.push_back(Info(*s));
+  call.done(std::move(infos));
+}
+
+void Scheduler::Answer(DeleteSessionCall& call) {
+  call.done(sessions_.Delete(call.session_id));
+  CountSessionDatastores();
+}
+
+void Scheduler::Answer(GetSessionDatastoreCall& call) {
+  absl::StatusOr<session::Session*> found = sessions_.Find(call.session_id);
+  if (!found.ok()) {
+    call.done(found.status());
+  } else {
+    call.done(SessionDatastoreInfo(**found, config_.model_id));
+  }
 }
 
 void Scheduler::StartReady() {
-  while (!ready_.empty() && static_cast<int>(running_.size()) < config_.max_running) {
+  const int start = TasksToStart(static_cast<int>(running_.size()),
+                                 static_cast<int>(ready_.size()), config_.max_running);
+  for (int i = 0; i < start; ++i) {
     running_.push_back(std::move(ready_.front()));
     ready_.pop_front();
   }
 }
 
 void Scheduler::RunIteration() {
-  using TaskIt = std::list<std::unique_ptr<Task>>::iterator;
-  DecodeBatch batch;
-  StepContext ctx{*model_, config_.clock(), memory_options_, config_.knn_search_observer,
-                  config_.batch_decode ? &batch : nullptr};
-  const int seg_len = model_->config().seg_len;
-  int64_t prefill_left = config_.max_prefill_tokens;
-  bool prefilled = false;
-  std::vector<TaskIt> done, deferred, prefills;
-  absl::Mutex mu;  // guards `done` and `taken` (below): decode workers run prefills too
-  // Steps a task once with `step_ctx`; records it in `done` when it finished.
-  auto step = [&](TaskIt it, StepContext& step_ctx) {
-    Task& task = **it;
-    step_ctx.now = config_.clock();
-    bool finished = false;
-    try {
-      util::ScopedOmpThreads prefill_threads(task.WantsPrefill() ? config_.prefill_threads : 0);
-      finished = task.Step(step_ctx);
-    } catch (const std::exception& e) {  // a LibTorch error outside the model boundary
-      task.Abort(absl::InternalError(absl::StrCat("request failed: ", e.what())), step_ctx.now);
-      finished = true;
-    }
-    if (finished) {
-      absl::MutexLock lock(&mu);
-      done.push_back(it);
-    }
-  };
-  // Decoding tasks step now (each adds its token to the batch); prefills wait for the batch.
+  std::vector<TaskList::iterator> its;
+  std::vector<Task*> tasks;
+  std::vector<TaskView> views;
+  its.reserve(running_.size());
+  tasks.reserve(running_.size());
+  views.reserve(running_.size());
   for (auto it = running_.begin(); it != running_.end(); ++it) {
     Task& task = **it;
-    if (task.WantsPrefill() && !task.cancelled()) {
-      // The first prefill always runs, so prefills progress even with a zero budget.
-      if (prefilled && prefill_left <= 0) {
-        deferred.push_back(it);
-        continue;
-      }
-      prefilled = true;
-      prefill_left -= seg_len;
-      prefills.push_back(it);
-      continue;
-    }
-    step(it, ctx);
+    its.push_back(it);
+    tasks.push_back(&task);
+    views.push_back({task.id(), task.WantsPrefill(), task.PrefillsAnywhere(), task.cancelled()});
   }
-  // The batch's rows decode on the decoder's workers while this thread prefills (a prefill
-  // touches only its own sequence); a worker done with its rows takes the next prefill that may
-  // run off this thread (Task::PrefillsAnywhere), so both cores stay busy while prompts wait.
-  // Then the completions run here, which may finish tasks.
-  std::vector<bool> taken(prefills.size(), false);
-  const std::thread::id loop_thread = std::this_thread::get_id();
-  auto prefill_work = [&] {
-    const bool on_loop = std::this_thread::get_id() == loop_thread;
-    // A worker's prefills add no decode rows (a prompt chunk never decodes), and must not.
-    StepContext local{*model_, ctx.now, memory_options_, config_.knn_search_observer,
-                      on_loop ? ctx.decode_batch : nullptr};
-    for (;;) {
-      TaskIt next;
-      {
-        absl::MutexLock lock(&mu);
-        size_t i = 0;
-        while (i < prefills.size() && (taken[i] || !(on_loop || (*prefills[i])->PrefillsAnywhere()))) {
-          ++i;
-        }
-        if (i == prefills.size()) return;
-        taken[i] = true;
-        next = prefills[i];
-      }
-      step(next, local);
-    }
-  };
-  int rows = prefills.empty() ? batch.Run(decoder_) : batch.RunAlongside(decoder_, prefill_work);
-  if (batch.size() > 0) rows += batch.Run(decoder_);  // rows a prefilling task added, if any
-  if (rows > 0 && config_.decode_batch_observer) config_.decode_batch_observer(rows);
-  for (auto it : done) {
-    Release(**it);
+  const IterationPlan plan = PlanIteration(
+      views, {config_.max_prefill_tokens, model_->config().seg_len, config_.max_running});
+  const IterationOutcome outcome = executor_.Run(plan, tasks);
+  if (outcome.decode_rows > 0 && config_.decode_batch_observer) {
+    config_.decode_batch_observer(outcome.decode_rows);
+  }
+  for (size_t i : outcome.finished) {
+    Release(*tasks[i]);
     // A one-shot request's memory goes back to the model, emptied, for the next request (no
     // ~7.7 MB allocation and zero-fill per request).
-    model_->Recycle((*it)->TakeOneShotMemory(), memory_options_);
-    running_.erase(it);
+    model_->Recycle(tasks[i]->TakeOneShotMemory(), memory_options_);
+    running_.erase(its[i]);
   }
   // Prefills that did not fit go first next time (in their order), so none waits forever.
-  for (auto it = deferred.rbegin(); it != deferred.rend(); ++it) {
-    running_.splice(running_.begin(), running_, *it);
+  for (auto d = plan.deferred.rbegin(); d != plan.deferred.rend(); ++d) {
+    running_.splice(running_.begin(), running_, its[*d]);
   }
 }
 
 void Scheduler::ReapCancelledWaiting(absl::Time now) {
   StepContext ctx{*model_, now, memory_options_, config_.knn_search_observer};
+  // Taken out of ready_ first: releasing a session may append its next task to ready_.
+  std::vector<std::unique_ptr<Task>> holding;  // cancelled tasks that hold their session
   for (auto it = ready_.begin(); it != ready_.end();) {
     if ((*it)->cancelled()) {
-      (*it)->Step(ctx);  // a cancelled generate finishes without model work
-      Release(**it);
+      holding.push_back(std::move(*it));
       it = ready_.erase(it);
     } else {
       ++it;
     }
   }
-  for (auto it = behind_session_.begin(); it != behind_session_.end();) {
-    auto current = it++;
-    Task& task = *current->second;
-    if (!task.cancelled()) continue;
-    task.Step(ctx);
-    std::deque<uint64_t>& waiting = task.session()->waiting;
-    for (auto w = waiting.begin(); w != waiting.end(); ++w) {
-      if (*w == task.id()) {
-        waiting.erase(w);
-        break;
-      }
-    }
-    behind_session_.erase(current);
+  for (std::unique_ptr<Task>& task : holding) {
+    task->Step(ctx);  // a cancelled task finishes without model work
+    Release(*task);
+  }
+  for (std::unique_ptr<Task>& task : session_queue_.ReapCancelled()) {
+    task->Step(ctx);  // the same; it never held its session
   }
 }
 
-// Hands the task's session to the next request waiting for it, or marks it idle.
 void Scheduler::Release(Task& task) {
   session::Session* session = task.session();
   if (session == nullptr) return;
   sessions_.Touch(*session);
-  while (!session->waiting.empty()) {
-    const uint64_t next = session->waiting.front();
-    session->waiting.pop_front();
-    auto it = behind_session_.find(next);
-    if (it == behind_session_.end()) continue;
-    ready_.push_back(std::move(it->second));
-    behind_session_.erase(it);
-    return;  // stays busy
+  if (std::unique_ptr<Task> next = session_queue_.Release(*session)) {
+    ready_.push_back(std::move(next));  // the session stays busy, held by `next`
+    return;
   }
-  session->busy = false;
   sessions_.UpdateBytes(*session);  // may evict others (never this one: it was just used)
 }
 
@@ -457,7 +363,7 @@ void Scheduler::CountSessionDatastores() {
 }
 
 void Scheduler::PublishStats() {
-  const int parked = static_cast<int>(ready_.size() + behind_session_.size());
+  const int parked = static_cast<int>(ready_.size()) + session_queue_.size();
   inbox_.SetParked(parked);
   running_count_.store(static_cast<int>(running_.size()), std::memory_order_relaxed);
   session_count_.store(sessions_.size(), std::memory_order_relaxed);

@@ -1,22 +1,24 @@
-// Scheduler: the engine's loop thread. Owns the model, the SessionStore and every admitted
-// request; only it (and the decode workers it lends work to within an iteration) touches them,
-// so they need no locks (DESIGN.md §1).
+// Scheduler: the engine's loop thread. Owns the model, the SessionStore, the decode workers
+// (a util::WorkerPool) and every admitted request (docs/design.md §1, §5).
 //
-// Each loop iteration: pop the inbox (RequestQueue), run session operations at once, admit
-// Generate/Score requests (one-shot, or behind their session: requests on one session run one
-// at a time, in arrival order), then give every running task one unit of work, round-robin,
-// so concurrent streams interleave and a long prompt cannot starve the others. Finished tasks
-// release their session to the next request waiting for it. Expired sessions are swept
-// periodically and gauges (Stats) are published after each iteration.
+// Each loop iteration: pop the inbox (RequestQueue), answer session operations at once, admit
+// Generate/Score/AddToDatastore requests as tasks (one-shot, or behind their session: requests
+// on one session run one at a time, in arrival order; SessionQueue), start waiting tasks while
+// the running set has room, then run one iteration: PlanIteration decides it from a snapshot
+// of the running tasks (every task one unit of work, round-robin, prefills within the budget;
+// iteration_plan.h), and the IterationExecutor carries it out (decode tokens in one batched
+// step on the workers while the loop thread prefills). Finished tasks release their session to
+// the next request waiting for it. Expired sessions are swept periodically and gauges (Stats)
+// are published after each iteration.
 //
-// Model work runs on the loop thread and the decode workers it lends work to: a batched step's
-// shards, and a Generate's prompt chunks (Task::PrefillsAnywhere) that a worker done with its
-// rows takes from the iteration's prefills. A task is touched by one thread at a time.
-//
-// Thread-safety: the public methods may be called from any thread; callbacks and stream Push
-// run on the loop thread, stream Close on the loop thread or, for a request that ends during a
-// prompt chunk (cancelled, failed), on the worker that ran it (GenerateStream is thread-safe). The destructor stops the loop and delivers UNAVAILABLE to
-// everything outstanding (streams end with reason kCancelled).
+// Threads: the public methods may be called from any thread (they validate, then queue). The
+// loop thread owns everything else. Within an iteration it lends the pool's workers a batched
+// step's shards (model::ParallelDecoder) and the prompt chunks of Generate tasks
+// (Task::PrefillsAnywhere); a task is touched by one thread at a time, and a session's memory
+// only by the thread running its task. Callbacks and stream Push run on the loop thread; stream
+// Close on the loop thread or, for a request that ends during a prompt chunk (cancelled,
+// failed), on the worker that ran it (GenerateStream is thread-safe). The destructor stops the
+// loop and delivers UNAVAILABLE to everything outstanding (streams end with reason kCancelled).
 #ifndef MNEMO_ENGINE_SCHEDULER_SCHEDULER_H_
 #define MNEMO_ENGINE_SCHEDULER_SCHEDULER_H_
 
@@ -28,16 +30,18 @@
 #include <random>
 #include <thread>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "engine/datastore/datastore_catalog.h"
 #include "engine/model/batch_decoder.h"
 #include "engine/model/model.h"
+#include "engine/scheduler/iteration_executor.h"
 #include "engine/scheduler/request_queue.h"
+#include "engine/scheduler/session_queue.h"
 #include "engine/scheduler/task.h"
 #include "engine/scheduler/validation.h"
 #include "engine/session/session_store.h"
 #include "engine/types.h"
+#include "engine/util/worker_pool.h"
 
 namespace mnemo::scheduler {
 
@@ -62,8 +66,9 @@ struct SchedulerConfig {
   // model::BatchDecoder step per iteration (false: each is fed alone, for comparison).
   bool batch_decode = true;
   // A batched step's rows are split into up to this many shards decoded at once, one per
-  // thread (model::ParallelDecoder), each at least decode_min_shard_rows rows. 1 = one
-  // BatchDecoder step on the loop thread with LibTorch's intra-op threads.
+  // thread (model::ParallelDecoder), each at least decode_min_shard_rows rows: the loop thread
+  // and decode_threads - 1 workers the scheduler owns, which also take prompt chunks beside the
+  // shards. 1 = one BatchDecoder step on the loop thread with LibTorch's intra-op threads.
   int decode_threads = 1;
   int decode_min_shard_rows = 4;
   // OpenMP threads of the loop thread while it prefills (prompt, Score and datastore chunks);
@@ -80,6 +85,7 @@ struct SchedulerConfig {
   // Sessions' attention rings in float16 (model::MemoryOptions::half_rings).
   bool half_rings = false;
   absl::Duration sweep_interval = absl::Seconds(1);
+  // Called on the loop thread and, timing prefill units, on the decode workers: thread-safe.
   session::SessionStore::Clock clock = absl::Now;
   std::string model_name;  // reported in SessionInfo
 };
@@ -112,35 +118,55 @@ class Scheduler {
 
  private:
   void Loop();
+  // Validates a call's options and resolves its kNN-LM datastore before it is queued (calling
+  // thread); session operations need nothing.
+  absl::Status Prepare(GenerateCall& call);
+  absl::Status Prepare(ScoreCall& call);
+  absl::Status Prepare(AddToDatastoreCall& call);
+  // The one path into the inbox: prepares and queues `call`, or fails it (a Generate's error is
+  // returned with its stream untouched; a callback gets its error inline).
+  absl::Status Enqueue(Call call);
+  // Loop thread: model work becomes a task (queued behind its session), session operations
+  // are answered at once.
   void Admit(std::unique_ptr<Request> request, absl::Time now);
-  void RunSessionOp(Request& request);
+  void AdmitTask(Request& request, const std::string& session_id, absl::Time now);
+  std::unique_ptr<Task> MakeTask(Request& request, uint64_t id, session::Session* session);
+  void Answer(CreateSessionCall& call);
+  void Answer(GetSessionCall& call);
+  void Answer(ListSessionsCall& call);
+  void Answer(DeleteSessionCall& call);
+  void Answer(GetSessionDatastoreCall& call);
   // Moves parked tasks into the running set while there is room.
   void StartReady();
-  // One unit of work for every running task (prefills within the budget), then one batched
-  // decode step for the tokens they fed; finished ones leave and release their session.
+  // Plans one iteration over the running set (PlanIteration), has the executor carry it out,
+  // then releases the finished tasks' sessions and moves the deferred prefills to the front.
   void RunIteration();
   // Finishes waiting tasks whose client cancelled, without waiting for their turn.
   void ReapCancelledWaiting(absl::Time now);
+  // Hands the finished task's session to the next task waiting for it, or marks it idle.
   void Release(Task& task);
   void PublishStats();
   // Sums sessions' private datastores into the gauges (O(sessions): on sweeps and deletes).
   void CountSessionDatastores();
   void Shutdown();
   engine::SessionInfo Info(const session::Session& session) const;
-  // Queues on the inbox or fails `request` inline.
-  absl::Status Enqueue(std::unique_ptr<Request> request);
 
   const SchedulerConfig config_;
   RequestQueue inbox_;
 
   // Loop-thread state.
   std::unique_ptr<model::Model> model_;
-  model::ParallelDecoder decoder_;  // borrows *model_
+  // The decode workers (decode_threads - 1): a batched step's shards (decoder_) and, beside
+  // them, prefill units (executor_).
+  util::WorkerPool workers_;
+  model::ParallelDecoder decoder_;  // borrows *model_ and workers_
   const model::MemoryOptions memory_options_;  // new memories (sessions default to these)
+  IterationExecutor executor_;  // borrows *model_, decoder_, memory_options_ and config_
   session::SessionStore sessions_;
-  std::list<std::unique_ptr<Task>> running_;
+  using TaskList = std::list<std::unique_ptr<Task>>;
+  TaskList running_;  // in round-robin order (IterationPlan)
   std::deque<std::unique_ptr<Task>> ready_;  // admitted, session acquired, awaiting a slot
-  absl::flat_hash_map<uint64_t, std::unique_ptr<Task>> behind_session_;  // by task id
+  SessionQueue session_queue_;  // admitted, waiting for their session
   uint64_t next_task_id_ = 1;
   absl::Time last_sweep_;
 

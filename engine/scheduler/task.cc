@@ -9,6 +9,11 @@
 
 namespace mnemo::scheduler {
 
+bool Task::OnDecoded(DecodeOutput, absl::Time now) {
+  Abort(absl::InternalError("a decode result for a task that added no decode row"), now);
+  return true;
+}
+
 int64_t NextChunkSize(const session::SequenceState& state, int seg_len, int64_t remaining) {
   const int64_t to_boundary = seg_len - state.memory.next_position() % seg_len;
   return std::min(remaining, to_boundary);

@@ -3,13 +3,16 @@
 // one decode token).
 //
 // A task owns its output channel (stream or callback) and delivers exactly one final result:
-// from Step() when it returns true, or from Abort(). A decode token's feed may be handed to
-// the iteration's DecodeBatch instead of run at once (continuous batching): the task then
-// finishes from the batch's completion, which the scheduler runs before it releases the
-// task's session. It borrows the Session it runs on (the SessionStore keeps busy sessions
-// alive) or owns a fresh SequenceState for one-shot requests. One thread at a time touches a
-// task: the scheduler's loop thread, or a decode worker it lends a prefill to
-// (PrefillsAnywhere).
+// from Step() or OnDecoded() when it returns true, or from Abort(). A decode token's feed may
+// be handed to the iteration's DecodeBatch instead of run at once (continuous batching): the
+// IterationExecutor then hands the row's result back to the task as data (OnDecoded) in the
+// same iteration, before the scheduler releases the task's session. It borrows the Session it
+// runs on (the SessionStore keeps busy sessions alive) or owns a fresh SequenceState for
+// one-shot requests.
+//
+// Thread-safety: one thread at a time touches a task: the scheduler's loop thread, or a worker
+// of the scheduler's pool it lends a prefill unit to (PrefillsAnywhere), within an iteration.
+// cancelled() may be called from any thread.
 #ifndef MNEMO_ENGINE_SCHEDULER_TASK_H_
 #define MNEMO_ENGINE_SCHEDULER_TASK_H_
 
@@ -43,7 +46,13 @@ class Task {
   virtual ~Task() = default;
 
   // Does one unit of work. Returns true when the task has finished and delivered its result.
+  // A step that added a row to ctx.decode_batch returns false: the task finishes, if it does,
+  // in OnDecoded.
   virtual bool Step(StepContext& ctx) = 0;
+  // The result of the decode row this task's last Step added to the batch (a failed step's
+  // error included). Returns true when the task has finished and delivered its result. Only a
+  // task that adds rows overrides it; the default finishes the task with INTERNAL.
+  virtual bool OnDecoded(DecodeOutput out, absl::Time now);
   // Delivers `status` as the result without more model work (unknown session, shutdown,
   // an exception escaping Step). Must be called at most once, and never after Step returned
   // true.

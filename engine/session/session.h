@@ -8,7 +8,6 @@
 #include <torch/types.h>
 
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <string>
 
@@ -58,10 +57,8 @@ struct Session {
   absl::Time last_use_time;
   uint64_t last_use_seq = 0;  // orders uses that share a timestamp (LRU tie-break)
   // True while a request runs on this session; busy sessions are never evicted or deleted.
+  // Set and cleared by the scheduler's SessionQueue, which also holds the requests waiting.
   bool busy = false;
-  // Requests (scheduler ids) queued behind the running one, served first in, first out.
-  // Non-empty only while busy.
-  std::deque<uint64_t> waiting;
   int64_t bytes = 0;  // memory bytes as last accounted by the SessionStore
   // The session's private kNN-LM datastore (Datastores.AddToSessionDatastore); null until
   // text is first added.

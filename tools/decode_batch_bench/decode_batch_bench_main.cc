@@ -36,6 +36,7 @@
 #include "engine/model/model.h"
 #include "engine/model/parallel_decoder.h"
 #include "engine/util/cpu_backend.h"
+#include "engine/util/worker_pool.h"
 
 ABSL_FLAG(std::string, model, "models/mnemo-stdlib", "model directory");
 ABSL_FLAG(std::string, batch_sizes, "1,4,16,64", "sessions per step, comma-separated");
@@ -286,7 +287,8 @@ int main(int argc, char** argv) {
           options.decoder.layout = layout;
           options.threads = shards;
           options.min_shard_rows = absl::GetFlag(FLAGS_min_shard_rows);
-          mnemo::model::ParallelDecoder parallel(**model, options);
+          mnemo::util::WorkerPool workers(shards - 1);
+          mnemo::model::ParallelDecoder parallel(**model, options, workers);
           const StepFn step = [&](absl::Span<const DecodeRow> r) { return parallel.Step(r); };
           rows.emplace_back(absl::StrCat("batched ", name, " x", shards),
                             Run(**model, &step, sessions, batch, threshold, measure, warmup, steps));

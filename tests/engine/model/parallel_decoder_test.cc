@@ -16,6 +16,7 @@
 
 #include "engine/model/batch_decoder.h"
 #include "engine/model/model.h"
+#include "engine/util/worker_pool.h"
 #include "tests/engine/tiny_model.h"
 
 namespace mnemo::model {
@@ -70,7 +71,8 @@ TEST_F(ParallelDecoderTest, ShardsGiveWhatOneStepGives) {
   ParallelDecoderOptions options;
   options.threads = 3;
   options.min_shard_rows = 2;
-  ParallelDecoder parallel(*model_, options);
+  util::WorkerPool workers(options.threads - 1);
+  ParallelDecoder parallel(*model_, options, workers);
   ASSERT_EQ(parallel.ShardsFor(11), 3);
   for (int step = 0; step < 12; ++step) {
     auto expected = one.Step(Rows(reference_, step));
@@ -99,7 +101,8 @@ TEST_F(ParallelDecoderTest, SmallStepsStayInOneShard) {
   ParallelDecoderOptions options;
   options.threads = 2;
   options.min_shard_rows = 4;
-  ParallelDecoder parallel(*model_, options);
+  util::WorkerPool workers(options.threads - 1);
+  ParallelDecoder parallel(*model_, options, workers);
   EXPECT_EQ(parallel.ShardsFor(1), 1);
   EXPECT_EQ(parallel.ShardsFor(7), 1);
   EXPECT_EQ(parallel.ShardsFor(8), 2);
@@ -115,7 +118,8 @@ TEST_F(ParallelDecoderTest, BadRowInALaterShardChangesNoMemory) {
   ParallelDecoderOptions options;
   options.threads = 2;
   options.min_shard_rows = 2;
-  ParallelDecoder parallel(*model_, options);
+  util::WorkerPool workers(options.threads - 1);
+  ParallelDecoder parallel(*model_, options, workers);
   std::vector<DecodeRow> rows = Rows(parallel_, 0);
   rows[6].token = 100000;  // outside the vocabulary, in the second shard
   auto out = parallel.Step(rows);
@@ -149,7 +153,8 @@ TEST_F(ParallelDecoderTest, StepAlongsideGivesWhatOneStepGivesAndSharesTheWork) 
     ParallelDecoderOptions options;
     options.threads = threads;
     options.min_shard_rows = 2;
-    ParallelDecoder parallel(*model_, options);
+    util::WorkerPool workers(options.threads - 1);
+    ParallelDecoder parallel(*model_, options, workers);
     for (int step = 0; step < 3; ++step) {
       std::vector<memory::SessionMemory> side;
       for (int j = 0; j < kJobs; ++j) side.push_back(model_->NewMemory());
@@ -211,7 +216,8 @@ TEST_F(ParallelDecoderTest, StepAlongsideGivesWhatOneStepGivesAndSharesTheWork) 
 TEST_F(ParallelDecoderTest, WorkThrowingOnAWorkerIsRethrownToTheCaller) {
   ParallelDecoderOptions options;
   options.threads = 2;
-  ParallelDecoder parallel(*model_, options);
+  util::WorkerPool workers(options.threads - 1);
+  ParallelDecoder parallel(*model_, options, workers);
   const std::thread::id caller = std::this_thread::get_id();
   EXPECT_THROW(parallel.RunOnAll([&] {
     if (std::this_thread::get_id() != caller) throw std::runtime_error("worker failed");

@@ -11,13 +11,13 @@ namespace {
 
 std::unique_ptr<Request> Work() {
   auto r = std::make_unique<Request>();
-  r->kind = Request::Kind::kScore;
+  r->call = ScoreCall{};
   return r;
 }
 
 std::unique_ptr<Request> SessionOp() {
   auto r = std::make_unique<Request>();
-  r->kind = Request::Kind::kListSessions;
+  r->call = ListSessionsCall{};
   return r;
 }
 
