@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "engine/model/safetensors.h"
+#include "engine/tokenizer/byte_tokenizer.h"
 #include "engine/util/status_macros.h"
 
 namespace mnemo::model {
@@ -72,7 +73,8 @@ Model::Model(ModelConfig config, const LoadOptions& options, Transformer transfo
     : config_(std::move(config)),
       device_(options.device),
       weight_dtype_(options.weight_dtype),
-      transformer_(std::move(transformer)) {
+      transformer_(std::move(transformer)),
+      tokenizer_(std::make_shared<tokenizer::ByteTokenizer>()) {
   transformer_->to(device_);
   transformer_->eval();
   transformer_->CachePositionTables(weight_dtype_);

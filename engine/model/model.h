@@ -23,6 +23,7 @@
 #include "engine/model/exit_measure.h"
 #include "engine/model/model_config.h"
 #include "engine/model/transformer.h"
+#include "engine/tokenizer/tokenizer.h"
 
 namespace mnemo::model {
 
@@ -99,6 +100,11 @@ class Model {
                                        const LoadOptions& options = {});
 
   const ModelConfig& config() const { return config_; }
+  // The model's vocabulary: how text becomes its ids and ids become bytes. Immutable, and
+  // thread-safe unlike the Model (see tokenizer.h); lives as long as the Model, or as long as
+  // a holder of shared_tokenizer().
+  const tokenizer::Tokenizer& tokenizer() const { return *tokenizer_; }
+  std::shared_ptr<const tokenizer::Tokenizer> shared_tokenizer() const { return tokenizer_; }
   torch::Device device() const { return device_; }
   // LoadOptions::weight_dtype as loaded.
   torch::ScalarType weight_dtype() const { return weight_dtype_; }
@@ -168,6 +174,7 @@ class Model {
   const torch::Device device_;
   const torch::ScalarType weight_dtype_;
   Transformer transformer_;
+  const std::shared_ptr<const tokenizer::Tokenizer> tokenizer_;  // never null
   ExitClassifier exit_classifier_{nullptr};  // empty when the model has none
 
   struct RecycledMemory {

@@ -240,15 +240,17 @@ void Scheduler::Admit(std::unique_ptr<Request> request, absl::Time now) {
     const uint64_t seed = request->generate.sampling.seed.value_or(seed_rng_());
     task = std::make_unique<GenerateTask>(id, std::move(request->generate),
                                           std::move(request->knn_lm), std::move(request->stream),
-                                          request->submit_time, seed, session);
+                                          request->submit_time, seed, session,
+                                          model_->tokenizer());
   } else if (request->kind == Request::Kind::kScore) {
     task = std::make_unique<ScoreTask>(id, std::move(request->score), std::move(request->knn_lm),
-                                       std::move(request->score_done), session);
+                                       std::move(request->score_done), session,
+                                       model_->tokenizer());
   } else {
     task = std::make_unique<DatastoreAddTask>(id, std::move(request->add),
                                               config_.max_session_datastore_entries,
                                               config_.model_id, std::move(request->add_done),
-                                              session);
+                                              session, model_->tokenizer());
   }
   if (session == nullptr) {
     ready_.push_back(std::move(task));
