@@ -12,7 +12,6 @@
 #include "engine/model/model.h"
 #include "engine/scheduler/datastore_info.h"
 #include "engine/scheduler/scheduler.h"
-#include "engine/tokenizer/byte_tokenizer.h"
 #include "engine/tokenizer/utf8.h"
 #include "engine/util/status_macros.h"
 
@@ -44,7 +43,7 @@ ModelInfo MakeModelInfo(const model::Model& model, const std::string& path) {
   info.cmem_rate = c.cmem_rate;
   info.compression = model::CompressionName(c.compression);
   info.clamp_len = c.clamp_len;
-  info.tokenizer = tokenizer::ByteTokenizer().name();
+  info.tokenizer = std::string(model.tokenizer().name());
   info.dtype = "float32";
   info.device = model.device().str();
   return info;
@@ -91,6 +90,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& confi
   MNEMO_ASSIGN_OR_RETURN(std::unique_ptr<model::Model> model,
                          model::Model::Load(config.model_dir, load));
   ModelInfo info = MakeModelInfo(*model, config.model_dir);
+  std::shared_ptr<const tokenizer::Tokenizer> tokenizer = model->shared_tokenizer();
 
   // Datastores are checked against the weights on disk (not the config's name alone).
   MNEMO_ASSIGN_OR_RETURN(datastore::ModelId model_id, datastore::ComputeModelId(config.model_dir));
@@ -135,14 +135,17 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& confi
   }
   auto scheduler = std::make_unique<scheduler::Scheduler>(std::move(sc), std::move(model));
   return std::unique_ptr<Engine>(
-      new Engine(config, std::move(info), std::move(datastores), std::move(scheduler)));
+      new Engine(config, std::move(info), std::move(tokenizer), std::move(datastores),
+                 std::move(scheduler)));
 }
 
 Engine::Engine(EngineConfig config, ModelInfo info,
+               std::shared_ptr<const tokenizer::Tokenizer> tokenizer,
                std::shared_ptr<const datastore::DatastoreCatalog> datastores,
                std::unique_ptr<scheduler::Scheduler> scheduler)
     : config_(std::move(config)),
       model_info_(std::move(info)),
+      tokenizer_(std::move(tokenizer)),
       datastores_(std::move(datastores)),
       scheduler_(std::move(scheduler)) {}
 
@@ -205,13 +208,12 @@ absl::StatusOr<TokenizeResult> Engine::Tokenize(const std::string& text) const {
   if (!tokenizer::IsValidUtf8(text)) {
     return absl::InvalidArgumentError("text is not valid UTF-8");
   }
-  const tokenizer::ByteTokenizer tokenizer;
   TokenizeResult result;
-  result.ids = tokenizer.Encode(text);
+  result.ids = tokenizer_->Encode(text);
   // Each piece is the text its token completes ("" for the leading bytes of a multi-byte
   // character), so the pieces are valid UTF-8 and concatenate to the text.
   tokenizer::Utf8StreamDecoder decoder;
-  for (int id : result.ids) result.pieces.push_back(decoder.Feed(tokenizer.TokenBytes(id)));
+  for (int id : result.ids) result.pieces.push_back(decoder.Feed(tokenizer_->TokenBytes(id)));
   return result;
 }
 

@@ -20,6 +20,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "engine/generate_stream.h"
+#include "engine/tokenizer/tokenizer.h"
 #include "engine/types.h"
 
 namespace mnemo::scheduler {
@@ -129,11 +130,14 @@ class Engine {
 
  private:
   Engine(EngineConfig config, ModelInfo info,
+         std::shared_ptr<const tokenizer::Tokenizer> tokenizer,
          std::shared_ptr<const datastore::DatastoreCatalog> datastores,
          std::unique_ptr<scheduler::Scheduler> scheduler);
 
   const EngineConfig config_;
   const ModelInfo model_info_;
+  // The model's tokenizer (immutable, any thread), shared so that Tokenize needs no model work.
+  const std::shared_ptr<const tokenizer::Tokenizer> tokenizer_;
   // Immutable; shared with the scheduler. Declared before it, so destroyed after it.
   const std::shared_ptr<const datastore::DatastoreCatalog> datastores_;
   std::unique_ptr<scheduler::Scheduler> scheduler_;  // owns the loop thread, the model and the sessions

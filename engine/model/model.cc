@@ -9,6 +9,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "engine/model/family.h"
+#include "engine/model/family_registry.h"
+#include "engine/model/mnemo_xl_family.h"
 #include "engine/model/safetensors.h"
 #include "engine/util/status_macros.h"
 
@@ -68,18 +71,21 @@ absl::Status LoadParameters(TransformerImpl& transformer, const SafetensorsFile&
 
 }  // namespace
 
-Model::Model(ModelConfig config, const LoadOptions& options, Transformer transformer)
+Model::Model(ModelConfig config, const LoadOptions& options, const ModelFamily& family,
+             std::unique_ptr<Network> network,
+             std::shared_ptr<const tokenizer::Tokenizer> tokenizer)
     : config_(std::move(config)),
       device_(options.device),
       weight_dtype_(options.weight_dtype),
-      transformer_(std::move(transformer)) {
-  transformer_->to(device_);
-  transformer_->eval();
-  transformer_->CachePositionTables(weight_dtype_);
-}
+      family_(&family),
+      network_(std::move(network)),
+      tokenizer_(std::move(tokenizer)) {}
 
-absl::StatusOr<std::unique_ptr<Model>> Model::Make(ModelConfig config, const LoadOptions& options,
-                                                   Transformer transformer) {
+Model::~Model() = default;
+
+absl::StatusOr<std::unique_ptr<Model>> Model::Make(
+    ModelConfig config, const LoadOptions& options, const ModelFamily& family,
+    std::unique_ptr<Network> network, std::shared_ptr<const tokenizer::Tokenizer> tokenizer) {
   if (options.weight_dtype != torch::kFloat32) {
     const std::string name = WeightDtypeName(options.weight_dtype);
     if (options.weight_dtype != torch::kFloat16 && options.weight_dtype != torch::kBFloat16) {
@@ -89,27 +95,54 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Make(ModelConfig config, const Loa
       return absl::InvalidArgumentError(absl::StrCat(
           "weight_dtype ", name, " is for the CPU; device is ", options.device.str()));
     }
-    if (!transformer->RoundWeights(options.weight_dtype)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "model ", config.name, " has weights beyond float16's range (|w| > 65504): "
-          "weight_dtype float16 cannot hold them"));
-    }
   }
-  return std::unique_ptr<Model>(new Model(std::move(config), options, std::move(transformer)));
+  MNEMO_RETURN_IF_ERROR(network->PrepareForServing(options.device, options.weight_dtype));
+  return std::unique_ptr<Model>(new Model(std::move(config), options, family, std::move(network),
+                                          std::move(tokenizer)));
 }
 
-absl::StatusOr<ModelConfig> LoadModelConfig(const std::string& dir) {
+Transformer& Model::transformer() {
+  auto* native = dynamic_cast<MnemoXlNetwork*>(network_.get());
+  TORCH_CHECK(native != nullptr, "model ", config_.name, " is of family ",
+              family_->architecture(), ", which has no native Transformer");
+  return native->transformer();
+}
+
+namespace {
+
+// DIR/config.json's path and text, and the family that reads it.
+struct ConfigFile {
+  std::string path;
+  std::string text;
+  const ModelFamily* family = nullptr;
+};
+
+absl::StatusOr<ConfigFile> ReadConfigFile(const std::string& dir) {
   const fs::path root(dir);
   if (!fs::is_directory(root)) {
     return absl::NotFoundError(absl::StrCat("model directory ", dir, " does not exist"));
   }
-  MNEMO_ASSIGN_OR_RETURN(std::string config_text, ReadFile(root / "config.json"));
-  absl::StatusOr<ModelConfig> config = ParseModelConfig(config_text);
+  ConfigFile file;
+  file.path = (root / "config.json").string();
+  MNEMO_ASSIGN_OR_RETURN(file.text, ReadFile(file.path));
+  MNEMO_ASSIGN_OR_RETURN(file.family, FamilyForConfig(file.path, file.text));
+  return file;
+}
+
+absl::StatusOr<ModelConfig> ParseConfigFile(const ConfigFile& file) {
+  absl::StatusOr<ModelConfig> config = file.family->ParseConfig(file.text);
   if (!config.ok()) {
-    return absl::Status(config.status().code(), absl::StrCat((root / "config.json").string(),
-                                                             ": ", config.status().message()));
+    return absl::Status(config.status().code(),
+                        absl::StrCat(file.path, ": ", config.status().message()));
   }
   return config;
+}
+
+}  // namespace
+
+absl::StatusOr<ModelConfig> LoadModelConfig(const std::string& dir) {
+  MNEMO_ASSIGN_OR_RETURN(ConfigFile file, ReadConfigFile(dir));
+  return ParseConfigFile(file);
 }
 
 absl::Status LoadWeights(const std::string& dir, TransformerImpl& transformer) {
@@ -145,23 +178,26 @@ absl::Status SaveModelDirectory(const std::string& dir, const ModelConfig& confi
 
 absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& dir,
                                                    const LoadOptions& options) {
-  MNEMO_ASSIGN_OR_RETURN(ModelConfig config, LoadModelConfig(dir));
+  MNEMO_ASSIGN_OR_RETURN(ConfigFile file, ReadConfigFile(dir));
+  MNEMO_ASSIGN_OR_RETURN(ModelConfig config, ParseConfigFile(file));
+  const ModelFamily& family = *file.family;
+  MNEMO_ASSIGN_OR_RETURN(std::shared_ptr<const tokenizer::Tokenizer> tokenizer,
+                         family.MakeTokenizer(dir, config));
   try {
-    Transformer transformer(config);
-    MNEMO_RETURN_IF_ERROR(LoadWeights(dir, *transformer));
+    MNEMO_ASSIGN_OR_RETURN(std::unique_ptr<Network> network, family.LoadNetwork(dir, config));
     const fs::path classifier_path = fs::path(dir) / kExitClassifierFile;
     ExitClassifier classifier{nullptr};
     std::error_code error;
     if (fs::exists(classifier_path, error)) {
       MNEMO_ASSIGN_OR_RETURN(classifier, LoadExitClassifier(classifier_path.string(), config,
-                                                            WeightsChecksum(*transformer)));
+                                                            network->WeightsChecksum()));
     } else if (config.exit_measure == ExitMeasure::kClassifier) {
       return absl::FailedPreconditionError(absl::StrCat(
           dir, "/config.json: exit_measure is classifier but ", classifier_path.string(),
           " does not exist (train it with mnemo-train --exit_classifier)"));
     }
     MNEMO_ASSIGN_OR_RETURN(std::unique_ptr<Model> model,
-                           Make(config, options, std::move(transformer)));
+                           Make(config, options, family, std::move(network), std::move(tokenizer)));
     if (classifier) model->SetExitClassifier(std::move(classifier));
     return model;
   } catch (const c10::Error& e) {
@@ -189,16 +225,25 @@ absl::Status Model::CheckExitMeasure(ExitMeasure measure) const {
 std::unique_ptr<Model> Model::FromTransformer(Transformer transformer,
                                               const LoadOptions& options) {
   ModelConfig config = transformer->config();
-  absl::StatusOr<std::unique_ptr<Model>> model = Make(config, options, std::move(transformer));
+  const MnemoXlFamily& family = MnemoXlFamily::Get();
+  absl::StatusOr<std::shared_ptr<const tokenizer::Tokenizer>> tokenizer =
+      family.MakeTokenizer(/*dir=*/"", config);
+  TORCH_CHECK(tokenizer.ok(), tokenizer.status().ToString());
+  absl::StatusOr<std::unique_ptr<Model>> model =
+      Make(config, options, family, std::make_unique<MnemoXlNetwork>(std::move(transformer)),
+           *std::move(tokenizer));
   TORCH_CHECK(model.ok(), model.status().ToString());
   return *std::move(model);
 }
 
 std::unique_ptr<Model> Model::Random(const ModelConfig& config, uint64_t seed,
                                      const LoadOptions& options) {
-  Transformer transformer(config);
-  transformer->InitializeWeights(seed);
-  absl::StatusOr<std::unique_ptr<Model>> model = Make(config, options, std::move(transformer));
+  const MnemoXlFamily& family = MnemoXlFamily::Get();
+  absl::StatusOr<std::shared_ptr<const tokenizer::Tokenizer>> tokenizer =
+      family.MakeTokenizer(/*dir=*/"", config);
+  TORCH_CHECK(tokenizer.ok(), tokenizer.status().ToString());
+  absl::StatusOr<std::unique_ptr<Model>> model =
+      Make(config, options, family, family.RandomNetwork(config, seed), *std::move(tokenizer));
   TORCH_CHECK(model.ok(), model.status().ToString());
   return *std::move(model);
 }
@@ -247,11 +292,7 @@ memory::SessionMemory Model::NewMemory(const MemoryOptions& options) const {
       }
     }
   }
-  c10::InferenceMode inference;
-  const int knn_len = !options.knn ? 0 : options.knn_mem_len > 0 ? options.knn_mem_len : -1;
-  return transformer_->NewMemory(/*batch=*/1, device_, options.compressive, knn_len,
-                                 /*knn_store=*/true, options.knn_exact_threshold,
-                                 options.half_rings);
+  return network_->NewMemory(options, device_);
 }
 
 void Model::Recycle(memory::SessionMemory memory, const MemoryOptions& options) const {
@@ -300,15 +341,15 @@ absl::StatusOr<torch::Tensor> Model::Forward(absl::Span<const int> tokens,
     for (int64_t start = 0; start < n; start += config_.seg_len) {
       const int64_t length = std::min<int64_t>(config_.seg_len, n - start);
       torch::Tensor segment_keys;
-      torch::Tensor hidden = transformer_->forward(all.narrow(1, start, length), memory, nullptr,
-                                                   knn_lm_keys != nullptr ? &segment_keys : nullptr);
+      torch::Tensor hidden = network_->ForwardSegment(
+          all.narrow(1, start, length), memory, knn_lm_keys != nullptr ? &segment_keys : nullptr);
       if (outputs == Outputs::kLast) {
         if (start + length < n) continue;
         hidden = hidden.narrow(1, length - 1, 1);
         if (segment_keys.defined()) segment_keys = segment_keys.narrow(1, length - 1, 1);
       }
       // [1, S, d] -> [S, vocab]
-      logprobs.push_back(torch::log_softmax(transformer_->Logits(hidden)[0], -1));
+      logprobs.push_back(torch::log_softmax(network_->Logits(hidden)[0], -1));
       if (segment_keys.defined()) keys.push_back(segment_keys[0]);
     }
     auto join = [](std::vector<torch::Tensor>& parts) {
@@ -335,9 +376,9 @@ absl::StatusOr<ExitForward> Model::ForwardWithExit(absl::Span<const int> tokens,
       const int64_t length = std::min<int64_t>(config_.seg_len, n - start);
       torch::Tensor exit_layers;  // [1, S]
       torch::Tensor hidden =
-          transformer_->ForwardWithExit(all.narrow(1, start, length), memory, threshold, measure,
-                                        exit_classifier(), &exit_layers);
-      logprobs.push_back(torch::log_softmax(transformer_->Logits(hidden)[0], -1));
+          network_->ForwardSegmentWithExit(all.narrow(1, start, length), memory, threshold,
+                                           measure, exit_classifier(), &exit_layers);
+      logprobs.push_back(torch::log_softmax(network_->Logits(hidden)[0], -1));
       layers.push_back(exit_layers[0]);
     }
     ExitForward out;
@@ -351,14 +392,8 @@ absl::StatusOr<ExitForward> Model::ForwardWithExit(absl::Span<const int> tokens,
   }
 }
 
-int64_t Model::ParameterCount() const {
-  int64_t total = 0;
-  for (const torch::Tensor& p : transformer_->parameters()) total += p.numel();
-  return total;
-}
+int64_t Model::ParameterCount() const { return network_->ParameterCount(); }
 
-absl::Status Model::Save(const std::string& dir) const {
-  return SaveModelDirectory(dir, config_, *transformer_);
-}
+absl::Status Model::Save(const std::string& dir) const { return network_->Save(dir, config_); }
 
 }  // namespace mnemo::model

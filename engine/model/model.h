@@ -1,10 +1,11 @@
-// Model: a loaded native mnemo model (DESIGN.md §2) and its forward pass over session memory.
+// Model: a loaded model of any registered family (family.h, family_registry.h; the native one
+// is mnemo-xl, DESIGN.md §2) and its forward pass over session memory.
 //
-// Owns its weights (memory-mapped from model.safetensors, converted to the compute dtype on
-// the configured device) and, when the directory has one, its CALM exit classifier
-// (exit_classifier.safetensors, see exit_classifier.h). Stateless between calls: all sequence
-// state lives in the SessionMemory the caller passes in. Not thread-safe; the engine's loop
-// thread owns it.
+// Owns its family's Network (its weights, memory-mapped from the directory's files and
+// converted to the compute dtype on the configured device), its tokenizer and, when the
+// directory has one, its CALM exit classifier (exit_classifier.safetensors, see
+// exit_classifier.h). Stateless between calls: all sequence state lives in the SessionMemory
+// the caller passes in. Not thread-safe; the engine's loop thread owns it.
 #ifndef MNEMO_ENGINE_MODEL_MODEL_H_
 #define MNEMO_ENGINE_MODEL_MODEL_H_
 
@@ -23,8 +24,12 @@
 #include "engine/model/exit_measure.h"
 #include "engine/model/model_config.h"
 #include "engine/model/transformer.h"
+#include "engine/tokenizer/tokenizer.h"
 
 namespace mnemo::model {
+
+class ModelFamily;  // family.h
+class Network;      // family.h
 
 struct LoadOptions {
   torch::Device device = torch::kCPU;
@@ -85,20 +90,31 @@ struct ExitForward {
 
 class Model {
  public:
-  // Reads DIR/config.json and DIR/model.safetensors, and DIR/exit_classifier.safetensors if
-  // present (it must have been trained for these weights). Errors name the file or tensor at
-  // fault; FAILED_PRECONDITION when config.json's exit_measure is "classifier" but the
-  // directory has no classifier.
+  // Reads DIR/config.json, picks the family its architecture names (FamilyForConfig: an
+  // unknown one fails naming the file, the field and the supported architectures), and lets
+  // the family read the weights (the native one: DIR/model.safetensors) and make the
+  // tokenizer; then DIR/exit_classifier.safetensors if present (it must have been trained for
+  // these weights). Errors name the file or tensor at fault; FAILED_PRECONDITION when
+  // config.json's exit_measure is "classifier" but the directory has no classifier.
   static absl::StatusOr<std::unique_ptr<Model>> Load(const std::string& dir,
                                                      const LoadOptions& options);
-  // Wraps a trained network (the trainer's) for inference.
+  // Wraps a trained native network (the trainer's) for inference.
   static std::unique_ptr<Model> FromTransformer(Transformer transformer,
                                                const LoadOptions& options = {});
-  // A randomly initialised model (tests, `mnemo-model init`).
+  // A randomly initialised native model (tests, `mnemo-model init`).
   static std::unique_ptr<Model> Random(const ModelConfig& config, uint64_t seed,
                                        const LoadOptions& options = {});
+  ~Model();
 
   const ModelConfig& config() const { return config_; }
+  // The family that loaded this model, and its network (what every forward pass runs).
+  const ModelFamily& family() const { return *family_; }
+  Network& network() { return *network_; }
+  // The model's vocabulary: how text becomes its ids and ids become bytes. Immutable, and
+  // thread-safe unlike the Model (see tokenizer.h); lives as long as the Model, or as long as
+  // a holder of shared_tokenizer().
+  const tokenizer::Tokenizer& tokenizer() const { return *tokenizer_; }
+  std::shared_ptr<const tokenizer::Tokenizer> shared_tokenizer() const { return tokenizer_; }
   torch::Device device() const { return device_; }
   // LoadOptions::weight_dtype as loaded.
   torch::ScalarType weight_dtype() const { return weight_dtype_; }
@@ -153,21 +169,28 @@ class Model {
   // Learned parameters, in file order.
   int64_t ParameterCount() const;
 
-  Transformer& transformer() { return transformer_; }
+  // The native family's network, for code that trains it or runs its layers itself (the
+  // trainer, BatchDecoder). Throws (c10::Error) for a model of another family.
+  Transformer& transformer();
 
  private:
-  // Moves the transformer to the device, rounds its weights for options.weight_dtype
-  // (INVALID_ARGUMENT beyond float16's range, or off the CPU) and caches its inference tables.
-  static absl::StatusOr<std::unique_ptr<Model>> Make(ModelConfig config, const LoadOptions& options,
-                                                     Transformer transformer);
-  Model(ModelConfig config, const LoadOptions& options, Transformer transformer);
+  // Readies `network` for serving (Network::PrepareForServing: rounds its weights for
+  // options.weight_dtype, INVALID_ARGUMENT beyond float16's range or off the CPU; moves it to
+  // the device; caches its inference tables).
+  static absl::StatusOr<std::unique_ptr<Model>> Make(
+      ModelConfig config, const LoadOptions& options, const ModelFamily& family,
+      std::unique_ptr<Network> network, std::shared_ptr<const tokenizer::Tokenizer> tokenizer);
+  Model(ModelConfig config, const LoadOptions& options, const ModelFamily& family,
+        std::unique_ptr<Network> network, std::shared_ptr<const tokenizer::Tokenizer> tokenizer);
   absl::Status CheckTokens(absl::Span<const int> tokens) const;
   torch::Tensor TokenTensor(absl::Span<const int> tokens) const;  // [1, n] on device_
 
   const ModelConfig config_;
   const torch::Device device_;
   const torch::ScalarType weight_dtype_;
-  Transformer transformer_;
+  const ModelFamily* const family_;  // a registered family: lives for the whole program
+  const std::unique_ptr<Network> network_;  // never null; ready for serving
+  const std::shared_ptr<const tokenizer::Tokenizer> tokenizer_;  // never null
   ExitClassifier exit_classifier_{nullptr};  // empty when the model has none
 
   struct RecycledMemory {
@@ -179,8 +202,10 @@ class Model {
 };
 
 // Directory I/O shared by Model and the trainer.
+// DIR/config.json parsed by the family its architecture names (errors prefixed with the path).
 absl::StatusOr<ModelConfig> LoadModelConfig(const std::string& dir);
-// Copies DIR/model.safetensors into `transformer` (every parameter, exact shapes).
+// Native family: copies DIR/model.safetensors into `transformer` (every parameter, exact
+// shapes).
 absl::Status LoadWeights(const std::string& dir, TransformerImpl& transformer);
 // Writes DIR/config.json and DIR/model.safetensors (float32, or bfloat16 if `bf16`).
 absl::Status SaveModelDirectory(const std::string& dir, const ModelConfig& config,

@@ -7,14 +7,17 @@
 
 #include "absl/status/statusor.h"
 #include "engine/model/exit_measure.h"
+#include "engine/tokenizer/byte_tokenizer.h"
 
 namespace mnemo::model {
 
-// Byte-level vocabulary: ids 0..255 are bytes, then the specials.
-inline constexpr int kBosId = 256;
-inline constexpr int kEosId = 257;
-inline constexpr int kPadId = 258;
-inline constexpr int kByteVocabSize = 259;
+// The native family's byte-level vocabulary (tokenizer::ByteTokenizer): ids 0..255 are bytes,
+// then the specials. Native-only code (trainer, evaluator, tools) uses these names; code that
+// serves any family asks the model's tokenizer (Model::tokenizer()) instead.
+inline constexpr int kBosId = tokenizer::ByteTokenizer::kBosId;
+inline constexpr int kEosId = tokenizer::ByteTokenizer::kEosId;
+inline constexpr int kPadId = tokenizer::ByteTokenizer::kPadId;
+inline constexpr int kByteVocabSize = tokenizer::ByteTokenizer::kVocabSize;
 
 enum class Compression { kMean, kMax, kConv };
 

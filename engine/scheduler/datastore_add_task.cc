@@ -3,19 +3,19 @@
 #include <utility>
 
 #include "engine/scheduler/datastore_info.h"
-#include "engine/tokenizer/byte_tokenizer.h"
 
 namespace mnemo::scheduler {
 
 DatastoreAddTask::DatastoreAddTask(uint64_t id, engine::AddToDatastoreOptions options,
                                    int64_t max_entries, std::string model_id, Done done,
-                                   session::Session* session)
+                                   session::Session* session,
+                                   const tokenizer::Tokenizer& tokenizer)
     : Task(id, session),
       options_(std::move(options)),
       max_entries_(max_entries),
       model_id_(std::move(model_id)),
       done_(std::move(done)) {
-  tokens_ = tokenizer::ByteTokenizer().Encode(options_.text);
+  tokens_ = tokenizer.Encode(options_.text);
 }
 
 bool DatastoreAddTask::Step(StepContext& ctx) {

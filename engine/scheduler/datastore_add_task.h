@@ -19,6 +19,7 @@
 
 #include "absl/status/statusor.h"
 #include "engine/scheduler/task.h"
+#include "engine/tokenizer/tokenizer.h"
 #include "engine/types.h"
 
 namespace mnemo::scheduler {
@@ -29,8 +30,10 @@ class DatastoreAddTask : public Task {
 
   // `options` are validated; `session` must not be null. `max_entries` bounds the session's
   // datastore (0 = unbounded); `model_id` ("name@fingerprint") is reported with it.
+  // `tokenizer` (the model's) encodes the text here; it is not kept.
   DatastoreAddTask(uint64_t id, engine::AddToDatastoreOptions options, int64_t max_entries,
-                   std::string model_id, Done done, session::Session* session);
+                   std::string model_id, Done done, session::Session* session,
+                   const tokenizer::Tokenizer& tokenizer);
 
   bool Step(StepContext& ctx) override;
   void Abort(const absl::Status& status, absl::Time now) override;

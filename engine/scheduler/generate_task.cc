@@ -12,12 +12,14 @@ using engine::FinishReason;
 GenerateTask::GenerateTask(uint64_t id, engine::GenerateOptions options,
                            std::optional<KnnLmPlan> knn_lm,
                            std::shared_ptr<engine::GenerateStream> stream,
-                           absl::Time submit_time, uint64_t seed, session::Session* session)
+                           absl::Time submit_time, uint64_t seed, session::Session* session,
+                           const tokenizer::Tokenizer& tokenizer)
     : Task(id, session),
       options_(std::move(options)),
       knn_lm_(std::move(knn_lm)),
       stream_(std::move(stream)),
       submit_time_(submit_time),
+      tokenizer_(tokenizer),
       rng_(seed),
       stop_(options_.stop) {
   prompt_ = tokenizer_.Encode(options_.prompt);
@@ -26,10 +28,13 @@ GenerateTask::GenerateTask(uint64_t id, engine::GenerateOptions options,
   params_.top_p = options_.sampling.top_p;
   params_.repetition_penalty = options_.sampling.repetition_penalty;
   params_.top_logprobs = options_.top_logprobs;
-  forbidden_ = {tokenizer::ByteTokenizer::kBosId, tokenizer::ByteTokenizer::kPadId};
+  // BOS and PAD are never sampled (a vocabulary without them has nothing to forbid).
+  for (int special : {tokenizer_.bos_id(), tokenizer_.pad_id()}) {
+    if (special >= 0) forbidden_.push_back(special);
+  }
   // A request that does not stop at EOS must not see it either: an EOS in the middle of the
   // text would be a token with no bytes that the model was never trained to continue from.
-  if (!options_.stop_at_eos) forbidden_.push_back(tokenizer::ByteTokenizer::kEosId);
+  if (!options_.stop_at_eos && tokenizer_.eos_id() >= 0) forbidden_.push_back(tokenizer_.eos_id());
   // Validation resolved an enabled request's threshold and measure; 1.0 never exits.
   if (options_.early_exit.enabled && options_.early_exit.threshold.has_value() &&
       calm::ExitEnabled(*options_.early_exit.threshold)) {
@@ -104,7 +109,7 @@ bool GenerateTask::DecodeOne(StepContext& ctx) {
            absl::InternalError("the model gave no token a finite log-probability"), ctx.now);
     return true;
   }
-  if (sample.id == tokenizer::ByteTokenizer::kEosId) {
+  if (sample.id == tokenizer_.eos_id()) {
     stream_->PushText(decoder_.Flush());  // EOS is neither pushed as a token nor fed
     Finish(FinishReason::kEos, absl::OkStatus(), ctx.now);
     return true;

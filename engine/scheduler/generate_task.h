@@ -1,7 +1,8 @@
 // GenerateTask: one Generate request, from prompt prefill to its final stream Close().
 //
 // Owns the request's stream handle, RNG, UTF-8 decoder and stop matcher; borrows its Session
-// (or owns a fresh SequenceState when one-shot, discarded with the task).
+// (or owns a fresh SequenceState when one-shot, discarded with the task) and the model's
+// Tokenizer (the scheduler's Model outlives its tasks).
 //
 // Thread-safety: one thread at a time (Task's rule): prompt chunks may run on a worker of the
 // scheduler's pool, decode steps and OnDecoded on the loop thread. cancelled() reads the
@@ -21,7 +22,7 @@
 #include "engine/sampling/sampler.h"
 #include "engine/sampling/stop_matcher.h"
 #include "engine/scheduler/task.h"
-#include "engine/tokenizer/byte_tokenizer.h"
+#include "engine/tokenizer/tokenizer.h"
 #include "engine/tokenizer/utf8.h"
 #include "engine/types.h"
 
@@ -32,10 +33,10 @@ class GenerateTask : public Task {
   // `options` are validated by ValidateGenerate, which resolves max_new_tokens and, when early
   // exit is enabled, its measure and threshold (a threshold >= 1 never exits); `knn_lm` is
   // resolved from them; `seed` is the request's seed (or one the scheduler drew). `session`
-  // nullptr = one-shot.
+  // nullptr = one-shot. `tokenizer` (the model's) must outlive the task.
   GenerateTask(uint64_t id, engine::GenerateOptions options, std::optional<KnnLmPlan> knn_lm,
                std::shared_ptr<engine::GenerateStream> stream, absl::Time submit_time,
-               uint64_t seed, session::Session* session);
+               uint64_t seed, session::Session* session, const tokenizer::Tokenizer& tokenizer);
 
   bool Step(StepContext& ctx) override;
   bool OnDecoded(DecodeOutput out, absl::Time now) override;
@@ -72,7 +73,7 @@ class GenerateTask : public Task {
   std::optional<absl::Duration> queue_time_;  // set by the first step
 
   session::SequenceState one_shot_;  // used when session() is nullptr
-  const tokenizer::ByteTokenizer tokenizer_{};
+  const tokenizer::Tokenizer& tokenizer_;
   std::vector<int> prompt_;  // token ids of options_.prompt
   size_t prompt_fed_ = 0;
   std::vector<int> generated_;  // ids pushed to the stream, in order

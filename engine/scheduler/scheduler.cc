@@ -224,16 +224,16 @@ std::unique_ptr<Task> Scheduler::MakeTask(Request& request, uint64_t id,
             const uint64_t seed = c.options.sampling.seed.value_or(seed_rng_());
             return std::make_unique<GenerateTask>(id, std::move(c.options), std::move(c.knn_lm),
                                                   std::move(c.stream), request.submit_time,
-                                                  seed, session);
+                                                  seed, session, model_->tokenizer());
           },
           [&](ScoreCall& c) -> std::unique_ptr<Task> {
             return std::make_unique<ScoreTask>(id, std::move(c.options), std::move(c.knn_lm),
-                                               std::move(c.done), session);
+                                               std::move(c.done), session, model_->tokenizer());
           },
           [&](AddToDatastoreCall& c) -> std::unique_ptr<Task> {
             return std::make_unique<DatastoreAddTask>(
                 id, std::move(c.options), config_.max_session_datastore_entries,
-                config_.model_id, std::move(c.done), session);
+                config_.model_id, std::move(c.done), session, model_->tokenizer());
           },
           [](auto&) -> std::unique_ptr<Task> { return nullptr; }},  // session operations
       request.call);

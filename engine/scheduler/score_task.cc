@@ -3,17 +3,17 @@
 #include <cmath>
 #include <utility>
 
-#include "engine/tokenizer/byte_tokenizer.h"
 
 namespace mnemo::scheduler {
 
 ScoreTask::ScoreTask(uint64_t id, engine::ScoreOptions options, std::optional<KnnLmPlan> knn_lm,
-                     Done done, session::Session* session)
+                     Done done, session::Session* session,
+                     const tokenizer::Tokenizer& tokenizer)
     : Task(id, session),
       options_(std::move(options)),
       knn_lm_(std::move(knn_lm)),
       done_(std::move(done)) {
-  tokens_ = tokenizer::ByteTokenizer().Encode(options_.text);
+  tokens_ = tokenizer.Encode(options_.text);
 }
 
 bool ScoreTask::Step(StepContext& ctx) {

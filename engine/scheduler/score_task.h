@@ -12,6 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "engine/scheduler/task.h"
+#include "engine/tokenizer/tokenizer.h"
 #include "engine/types.h"
 
 namespace mnemo::scheduler {
@@ -21,8 +22,9 @@ class ScoreTask : public Task {
   using Done = std::function<void(absl::StatusOr<engine::ScoreResult>)>;
 
   // `options` are validated and `knn_lm` resolved from them; `session` nullptr = one-shot.
+  // `tokenizer` (the model's) encodes the text here; it is not kept.
   ScoreTask(uint64_t id, engine::ScoreOptions options, std::optional<KnnLmPlan> knn_lm, Done done,
-            session::Session* session);
+            session::Session* session, const tokenizer::Tokenizer& tokenizer);
 
   bool Step(StepContext& ctx) override;
   void Abort(const absl::Status& status, absl::Time now) override;
