@@ -92,8 +92,7 @@ absl::StatusOr<DecodeBatchResult> BatchDecoder::Step(absl::Span<const DecodeRow>
     const int64_t batch = static_cast<int64_t>(rows.size());
     std::vector<memory::SessionMemory*> memories;
     for (const DecodeRow& row : rows) memories.push_back(row.memory);
-    DecodeRows state =
-        PrepareDecodeRows(memories, options_.layout, model_.config().MaxDistance());
+    DecodeRows state = PrepareDecodeRows(memories, options_.layout);
 
     std::vector<int64_t> ids;
     bool want_keys = false;

@@ -9,8 +9,8 @@
 //
 // What is batched: the embedding, LayerNorms, the qkv / output / feed-forward matmuls and the
 // exit head run once per layer for all rows. Per row: the memory writes, compression inputs,
-// kNN store appends and searches (each session owns its store), and, with
-// AttentionLayout::kPerRow, the attention itself over the filled part of its rings.
+// kNN store appends and searches (each session owns its store), and the attention itself over
+// the visible part of its rings.
 //
 // CALM per row: after every layer but the last, rows whose threshold is <= 1 get a confidence
 // by their own ExitMeasure (exit_confidence.h; each measure is computed once per layer, for
@@ -55,9 +55,10 @@ struct DecodeRow {
 };
 
 struct BatchDecoderOptions {
-  // kPerRow: faster at every B measured by tools/decode_batch_bench on the 2-core CPU machine
-  // (mnemo-stdlib, histories 0..2K, B = 64: 75 vs 323 CPU ms per step); padded copies cost
-  // more than the per-row ops they save, because decode attention is bound by memory reads.
+  // kPerRow: the host kernel on the CPU. (It beat a padded layout at every B measured by
+  // tools/decode_batch_bench on the 2-core CPU machine, mnemo-stdlib, histories 0..2K, B = 64:
+  // 75 vs 323 CPU ms per step; padded copies cost more than the per-row ops they save,
+  // because decode attention is bound by memory reads. The padded layout is gone.)
   AttentionLayout layout = AttentionLayout::kPerRow;
 };
 

@@ -33,74 +33,34 @@ void AppendVisibleRuns(const bool* visible, const int64_t* distance, int64_t slo
 }
 
 DecodeRows PrepareDecodeRows(absl::Span<memory::SessionMemory* const> memories,
-                             AttentionLayout layout, int64_t max_distance) {
+                             AttentionLayout layout) {
   DecodeRows state;
   state.layout = layout;
   const int64_t batch = static_cast<int64_t>(memories.size());
   const torch::Tensor& ring = memories[0]->layer(0).k_raw;
   const torch::Device device = ring.device();
   state.host = layout == AttentionLayout::kPerRow && HostAttentionReads(ring);
-  const int64_t masked = max_distance + 1;  // the -inf column (padded layout)
-  std::vector<torch::Tensor> raw_index(batch), cmp_index(batch);  // full capacity
   for (int64_t r = 0; r < batch; ++r) {
     memory::SessionMemory& m = *memories[r];
     state.memories.push_back(&m);
     state.plans.push_back(m.Plan(1));
     const memory::SegmentPlan& plan = state.plans.back();
-    const memory::MemoryShape& s = m.shape();
-    // Positions start at 0 and slot = position % capacity, so the filled slots are a prefix.
-    const int64_t t = plan.start;
-    state.raw_filled.push_back(std::min<int64_t>(t + 1, s.raw_capacity()));
-    const bool cmp = s.cmem_len > 0;
-    state.cmp_filled.push_back(cmp ? plan.cmp_filled_after : 0);
-    if (layout == AttentionLayout::kPadded) {
-      // [raw_capacity]: distance where visible, the -inf column elsewhere.
-      raw_index[r] = plan.raw_distance.view(-1).masked_fill(plan.raw_mask.view(-1).logical_not(), masked);
-      if (cmp) {
-        cmp_index[r] = plan.cmp_distance.view(-1).masked_fill(plan.cmp_mask.view(-1).logical_not(), masked);
-      }
+    std::vector<RingSpan> spans;
+    std::vector<int64_t> distances;
+    AddRuns(plan.raw_mask, plan.raw_distance, /*compressed=*/false, spans, distances);
+    if (m.shape().cmem_len > 0) {
+      AddRuns(plan.cmp_mask, plan.cmp_distance, /*compressed=*/true, spans, distances);
     }
-  }
-  if (layout != AttentionLayout::kPadded) {
-    for (int64_t r = 0; r < batch; ++r) {
-      const memory::SegmentPlan& plan = state.plans[r];
-      std::vector<RingSpan> spans;
-      std::vector<int64_t> distances;
-      AddRuns(plan.raw_mask, plan.raw_distance, /*compressed=*/false, spans, distances);
-      if (memories[r]->shape().cmem_len > 0) {
-        AddRuns(plan.cmp_mask, plan.cmp_distance, /*compressed=*/true, spans, distances);
-      }
-      if (!state.host) {
-        const int64_t width = static_cast<int64_t>(distances.size());
-        const int64_t heads = memories[r]->shape().heads;
-        state.row_index.push_back(torch::tensor(distances, torch::kInt64)
-                                      .to(device)
-                                      .view({1, 1, width})
-                                      .expand({heads, 1, width}));
-      }
-      state.spans.push_back(std::move(spans));
-      state.distances.push_back(std::move(distances));
+    if (!state.host) {
+      const int64_t width = static_cast<int64_t>(distances.size());
+      const int64_t heads = m.shape().heads;
+      state.row_index.push_back(torch::tensor(distances, torch::kInt64)
+                                    .to(device)
+                                    .view({1, 1, width})
+                                    .expand({heads, 1, width}));
     }
-  } else {
-    state.padded_raw = *std::max_element(state.raw_filled.begin(), state.raw_filled.end());
-    state.padded_cmp = *std::max_element(state.cmp_filled.begin(), state.cmp_filled.end());
-    std::vector<torch::Tensor> padded;
-    for (int64_t r = 0; r < batch; ++r) {
-      torch::Tensor index = raw_index[r].narrow(0, 0, state.padded_raw);
-      if (state.padded_cmp > 0) {
-        torch::Tensor cmp = cmp_index[r].defined()
-                                ? cmp_index[r].narrow(0, 0, state.padded_cmp)
-                                : torch::full({state.padded_cmp}, masked, index.options());
-        index = torch::cat({index, cmp});
-      }
-      padded.push_back(index);
-    }
-    state.padded_index = torch::stack(padded, 0).view({batch, 1, 1, -1});
-    if (state.padded_cmp > 0) {
-      const memory::MemoryShape& s = memories[0]->shape();
-      state.padded_zeros = torch::zeros({1, s.heads, state.padded_cmp, s.d_head},
-                                        ring.options().dtype(torch::kFloat32));
-    }
+    state.spans.push_back(std::move(spans));
+    state.distances.push_back(std::move(distances));
   }
   return state;
 }

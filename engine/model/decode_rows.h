@@ -19,18 +19,17 @@
 
 namespace mnemo::model {
 
-// How rows with different memories attend (measured in tools/decode_batch_bench).
+// How rows with different memories attend (measured in tools/decode_batch_bench). Both attend
+// per row over just the slots its query may see (at most two runs per ring): no copies and no
+// masked reads. (A padded layout, the rows' rings copied into one masked batch, lost every
+// measurement, docs/results/batching.md, and was removed.)
 enum class AttentionLayout {
-  // One attention per row over just the slots its query may see (at most two runs per ring):
-  // no copies and no masked reads. With float32 or float16 rings on the CPU, one pass of
-  // host_attention.h over every row in place; elsewhere (another device or dtype) as kPerRowOps.
+  // With float32 or float16 rings on the CPU, one pass of host_attention.h over every row in
+  // place; elsewhere (another device or dtype) as kPerRowOps.
   kPerRow,
-  // The same per row, as a few LibTorch ops per row and layer (the path for other devices;
-  // selectable on the CPU to test and time it).
+  // A few LibTorch ops per row and layer (the path for other devices; selectable on the CPU to
+  // test and time it).
   kPerRowOps,
-  // The rows' rings copied into one padded batch per layer (narrowed to the longest filled
-  // length), masked per row: a constant number of ops, plus the copy.
-  kPadded,
 };
 
 // A run of consecutive ring slots a row's query may see.
@@ -44,11 +43,8 @@ struct DecodeRows {
   AttentionLayout layout = AttentionLayout::kPerRow;
   std::vector<memory::SessionMemory*> memories;  // [B], borrowed, batch-1 inference memories
   std::vector<memory::SegmentPlan> plans;        // [B], memories[r]->Plan(1)
-  std::vector<int64_t> raw_filled;  // [B] raw slots that ever held a position (a prefix)
-  std::vector<int64_t> cmp_filled;  // [B] compressed slots that ever held a group (a prefix)
   // Attention index: the column of the layer's scores by distance to add to each slot's score
-  // (the slot's clamped distance); the same for every layer.
-  // kPerRow: per row, the visible slots as runs (raw first), and the distance of each: on the
+  // (the slot's clamped distance); the same for every layer. Per row, the visible slots as runs (raw first), and the distance of each: on the
   // host always, and as [H, 1, total length] int64 on the memory's device for the LibTorch path.
   std::vector<std::vector<RingSpan>> spans;
   std::vector<std::vector<int64_t>> distances;
@@ -56,13 +52,7 @@ struct DecodeRows {
   // kPerRow with float32 or float16 rings on the CPU: attention runs in host_attention.h's
   // kernel, which reads the rings in place (no LibTorch op per row); otherwise LibTorch ops per
   // row.
-  // Per-row layouts (kPerRow, kPerRowOps) fill spans/distances; kPadded the padded_* fields.
   bool host = false;
-  // kPadded: [B, 1, 1, padded_raw + padded_cmp] int64 over every raw then compressed slot of
-  // the longest filled lengths; max_distance + 1 (a -inf column) where the query may not look.
-  torch::Tensor padded_index;
-  int64_t padded_raw = 0, padded_cmp = 0;
-  torch::Tensor padded_zeros;  // [1, H, padded_cmp, dh]: stands in for a missing compressed memory
 };
 
 // The rows still running through the layers (CALM exits remove rows).
@@ -81,10 +71,9 @@ void AppendVisibleRuns(const bool* visible, const int64_t* distance, int64_t slo
                        std::vector<int64_t>& distances);
 
 // Plans one new position for each memory (SessionMemory::Plan(1)) and builds the attention
-// index for `layout`. The memories must share one shape (one model's). max_distance: the
-// model's clamp, whose + 1 is the padded layout's -inf column.
+// index for `layout`. The memories must share one shape (one model's).
 DecodeRows PrepareDecodeRows(absl::Span<memory::SessionMemory* const> memories,
-                             AttentionLayout layout, int64_t max_distance);
+                             AttentionLayout layout);
 
 }  // namespace mnemo::model
 

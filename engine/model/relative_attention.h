@@ -97,8 +97,7 @@ class RelativeAttentionImpl : public torch::nn::Module {
                                   const memory::SegmentPlan& plan, int64_t raw_used,
                                   int64_t cmp_used);
   // Decode helpers: append every row's key/value; attend one way or the other. qu, bd: the
-  // active rows' scaled (q + u) [H, A, dh] and scaled scores by distance [H, A, D] (per row)
-  // or [H, A, D + 1] with a trailing -inf column for masked slots (padded),
+  // active rows' scaled (q + u) [H, A, dh] and scaled scores by distance [H, A, D],
   // D = max_distance + 1. Return [H, A, dh].
   void DecodeAppend(const torch::Tensor& k, const torch::Tensor& v, int layer, DecodeRows& rows);
   torch::Tensor DecodeAttendPerRow(const torch::Tensor& qu, const torch::Tensor& bd, int layer,
@@ -108,8 +107,6 @@ class RelativeAttentionImpl : public torch::nn::Module {
   // contiguous. Returns [A, H * dh].
   torch::Tensor DecodeAttendHost(const torch::Tensor& q, const torch::Tensor& table, int layer,
                                  DecodeRows& rows, const ActiveRows& active);
-  torch::Tensor DecodeAttendPadded(const torch::Tensor& qu, const torch::Tensor& bd, int layer,
-                                   DecodeRows& rows, const ActiveRows& active);
   // y [A, H, dh] mixed with the kNN hits of the active rows' queries q [A, H, dh].
   torch::Tensor DecodeMixKnn(const torch::Tensor& q, const torch::Tensor& y, int layer,
                              DecodeRows& rows, const ActiveRows& active);

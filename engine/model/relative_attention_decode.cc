@@ -1,7 +1,7 @@
 // RelativeAttention's batched decode path (see RelativeAttention::Decode). The same function as
 // forward() for a one-position segment, row by row: the weight matmuls run once for all rows;
-// memory appends, compression inputs and kNN searches are per row because each row owns its
-// memory; attention runs per row or over padded copies (DecodeRows::layout).
+// memory appends, compression inputs, kNN searches and attention are per row because each row
+// owns its memory.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -164,40 +164,6 @@ torch::Tensor RelativeAttentionImpl::DecodeAttendHost(const torch::Tensor& q,
   HostAttention(u_bias_.data_ptr<float>(), v_bias_.data_ptr<float>(), table.data_ptr<float>(),
                 shape, views, y.data_ptr<float>());
   return y;
-}
-
-torch::Tensor RelativeAttentionImpl::DecodeAttendPadded(const torch::Tensor& qu,
-                                                        const torch::Tensor& bd, int layer,
-                                                        DecodeRows& rows,
-                                                        const ActiveRows& active) {
-  const int64_t count = static_cast<int64_t>(active.rows.size());
-  const int64_t raw = rows.padded_raw, cmp = rows.padded_cmp;
-  std::vector<torch::Tensor> k_raw, v_raw, k_cmp, v_cmp;  // each [1, H, raw or cmp, dh]
-  for (int64_t r : active.rows) {
-    memory::LayerMemory& m = rows.memories[r]->layer(layer);
-    k_raw.push_back(m.k_raw.narrow(2, 0, raw).to(torch::kFloat32));
-    v_raw.push_back(m.v_raw.narrow(2, 0, raw).to(torch::kFloat32));
-    if (cmp > 0) {
-      // A row without a compressed memory pads with zeros; its index masks them all.
-      const bool has = m.k_cmp.defined();
-      k_cmp.push_back(has ? m.k_cmp.narrow(2, 0, cmp).to(torch::kFloat32) : rows.padded_zeros);
-      v_cmp.push_back(has ? m.v_cmp.narrow(2, 0, cmp).to(torch::kFloat32) : rows.padded_zeros);
-    }
-  }
-  torch::Tensor query = qu.transpose(0, 1).unsqueeze(2);  // [A, H, 1, dh]
-  torch::Tensor values = torch::cat(v_raw, 0);            // [A, H, raw, dh]
-  torch::Tensor scores = torch::matmul(query, torch::cat(k_raw, 0).transpose(2, 3));
-  if (cmp > 0) {
-    scores = torch::cat({scores, torch::matmul(query, torch::cat(k_cmp, 0).transpose(2, 3))}, 3);
-  }
-  torch::Tensor index = active.all ? rows.padded_index : rows.padded_index.index_select(0, active.index);
-  // [A, H, 1, raw + cmp]
-  scores = scores + bd.transpose(0, 1).unsqueeze(2).gather(
-                        3, index.expand({count, heads_, 1, raw + cmp}));
-  torch::Tensor probs = torch::softmax(scores, 3);
-  torch::Tensor y = torch::matmul(probs.narrow(3, 0, raw), values);  // [A, H, 1, dh]
-  if (cmp > 0) y = y + torch::matmul(probs.narrow(3, raw, cmp), torch::cat(v_cmp, 0));
-  return y.squeeze(2).transpose(0, 1);  // [H, A, dh]
 }
 
 torch::Tensor RelativeAttentionImpl::DecodeMixKnn(const torch::Tensor& q, const torch::Tensor& y,
@@ -364,14 +330,7 @@ torch::Tensor RelativeAttentionImpl::Decode(const torch::Tensor& x, int layer, D
     torch::Tensor qu = (heads_first + u_bias_.view({heads_, 1, d_head_})) * scale_;
     torch::Tensor qv = (heads_first + v_bias_.view({heads_, 1, d_head_})) * scale_;
     torch::Tensor bd = torch::bmm(qv, table.transpose(1, 2));  // scores by distance [H, A, D]
-    if (rows.layout != AttentionLayout::kPadded) {
-      y = DecodeAttendPerRow(qu, bd, layer, rows, active);
-    } else {
-      // A -inf column that masked slots point at: [H, A, D + 1]
-      bd = torch::cat({bd, torch::full({heads_, count, 1},
-                                       -std::numeric_limits<float>::infinity(), qv.options())}, 2);
-      y = DecodeAttendPadded(qu, bd, layer, rows, active);
-    }
+    y = DecodeAttendPerRow(qu, bd, layer, rows, active);
     y = y.transpose(0, 1);
   }
   if (knn_scale_.defined()) y = DecodeMixKnn(q, y, layer, rows, active);

@@ -420,13 +420,11 @@ TEST_P(BatchDecoderTest, RejectsBadRowsWithoutTouchingMemory) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, BatchDecoderTest,
-                         ::testing::Values(AttentionLayout::kPerRow, AttentionLayout::kPerRowOps,
-                                           AttentionLayout::kPadded),
+                         ::testing::Values(AttentionLayout::kPerRow, AttentionLayout::kPerRowOps),
                          [](const ::testing::TestParamInfo<AttentionLayout>& info) {
                            switch (info.param) {
                              case AttentionLayout::kPerRow: return std::string("PerRow");
                              case AttentionLayout::kPerRowOps: return std::string("PerRowOps");
-                             case AttentionLayout::kPadded: return std::string("Padded");
                            }
                            return std::string("Unknown");
                          });
