@@ -319,7 +319,7 @@ void Scheduler::RunIteration() {
   using TaskIt = std::list<std::unique_ptr<Task>>::iterator;
   DecodeBatch batch;
   StepContext ctx{*model_, config_.clock(), memory_options_, config_.knn_search_observer,
-                  config_.batch_decode ? &batch : nullptr};
+                  config_.batch_decode ? &batch : nullptr, &memory_pool_};
   const int seg_len = model_->config().seg_len;
   int64_t prefill_left = config_.max_prefill_tokens;
   bool prefilled = false;
@@ -389,9 +389,9 @@ void Scheduler::RunIteration() {
   if (rows > 0 && config_.decode_batch_observer) config_.decode_batch_observer(rows);
   for (auto it : done) {
     Release(**it);
-    // A one-shot request's memory goes back to the model, emptied, for the next request (no
+    // A one-shot request's memory goes back to the pool, emptied, for the next request (no
     // ~7.7 MB allocation and zero-fill per request).
-    model_->Recycle((*it)->TakeOneShotMemory(), memory_options_);
+    memory_pool_.Give((*it)->TakeOneShotMemory());
     running_.erase(it);
   }
   // Prefills that did not fit go first next time (in their order), so none waits forever.

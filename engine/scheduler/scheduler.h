@@ -31,6 +31,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "engine/datastore/datastore_catalog.h"
+#include "engine/memory/memory_pool.h"
 #include "engine/model/batch_decoder.h"
 #include "engine/model/model.h"
 #include "engine/scheduler/request_queue.h"
@@ -137,6 +138,7 @@ class Scheduler {
   std::unique_ptr<model::Model> model_;
   model::ParallelDecoder decoder_;  // borrows *model_
   const model::MemoryOptions memory_options_;  // new memories (sessions default to these)
+  memory::MemoryPool memory_pool_;  // finished one-shot requests' memories, for the next ones
   session::SessionStore sessions_;
   std::list<std::unique_ptr<Task>> running_;
   std::deque<std::unique_ptr<Task>> ready_;  // admitted, session acquired, awaiting a slot

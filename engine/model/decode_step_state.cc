@@ -1,4 +1,4 @@
-#include "engine/model/decode_rows.h"
+#include "engine/model/decode_step_state.h"
 
 #include <algorithm>
 
@@ -32,32 +32,24 @@ void AppendVisibleRuns(const bool* visible, const int64_t* distance, int64_t slo
   }
 }
 
-DecodeRows PrepareDecodeRows(absl::Span<memory::SessionMemory* const> memories,
-                             AttentionLayout layout) {
-  DecodeRows state;
+DecodeStepState BeginDecodeStep(absl::Span<memory::SessionMemory* const> memories,
+                                AttentionLayout layout) {
+  DecodeStepState state;
   state.layout = layout;
   const int64_t batch = static_cast<int64_t>(memories.size());
-  const torch::Tensor& ring = memories[0]->layer(0).k_raw;
-  const torch::Device device = ring.device();
-  state.host = layout == AttentionLayout::kPerRow && HostAttentionReads(ring);
+  state.host =
+      layout == AttentionLayout::kPerRow && HostAttentionReads(memories[0]->layer(0).k_raw());
+  state.writes.reserve(batch);
   for (int64_t r = 0; r < batch; ++r) {
     memory::SessionMemory& m = *memories[r];
-    state.memories.push_back(&m);
-    state.plans.push_back(m.Plan(1));
-    const memory::SegmentPlan& plan = state.plans.back();
+    state.writes.push_back(m.BeginWrite(1));
+    if (!state.host) continue;
+    const memory::SegmentPlan& plan = state.writes.back().plan();
     std::vector<RingSpan> spans;
     std::vector<int64_t> distances;
     AddRuns(plan.raw_mask, plan.raw_distance, /*compressed=*/false, spans, distances);
     if (m.shape().cmem_len > 0) {
       AddRuns(plan.cmp_mask, plan.cmp_distance, /*compressed=*/true, spans, distances);
-    }
-    if (!state.host) {
-      const int64_t width = static_cast<int64_t>(distances.size());
-      const int64_t heads = m.shape().heads;
-      state.row_index.push_back(torch::tensor(distances, torch::kInt64)
-                                    .to(device)
-                                    .view({1, 1, width})
-                                    .expand({heads, 1, width}));
     }
     state.spans.push_back(std::move(spans));
     state.distances.push_back(std::move(distances));
