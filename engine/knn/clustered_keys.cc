@@ -4,10 +4,12 @@
 
 #include <cmath>
 
+#include "engine/knn/l2_normalise.h"
+
 namespace mnemo::knn {
 namespace {
 
-torch::Tensor Normalise(const torch::Tensor& x) { return x / x.norm(2, -1, true).clamp_min(1e-12); }
+torch::Tensor Normalise(const torch::Tensor& x) { return L2Normalise(x, /*epsilon=*/1e-12); }
 
 }  // namespace
 

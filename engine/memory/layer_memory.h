@@ -1,7 +1,11 @@
 // LayerMemory: one layer's keys/values, as ring buffers indexed by SessionMemory's slot maps.
 //
-// Plain data (move-only), owned by a SessionMemory. Which position or compressed group each slot holds is
-// the same for every layer, so that bookkeeping lives once in SessionMemory.
+// Owned by a SessionMemory (move-only). Which position or compressed group each slot holds is
+// the same for every layer, so that bookkeeping lives once in SessionMemory. Read-only outside
+// engine/memory: model code reads the rings through the const accessors (a `const
+// LayerMemory&`), and the only writer is a SegmentWrite (segment_write.h), besides
+// SessionMemory's own Create, Clone and Clear.
+// Thread-safety: as its SessionMemory's (session_memory.h).
 #ifndef MNEMO_ENGINE_MEMORY_LAYER_MEMORY_H_
 #define MNEMO_ENGINE_MEMORY_LAYER_MEMORY_H_
 
@@ -15,20 +19,23 @@
 
 namespace mnemo::memory {
 
-struct LayerMemory {
-  torch::Tensor k_raw;  // [batch, heads, raw_capacity, d_head]
-  torch::Tensor v_raw;  // [batch, heads, raw_capacity, d_head]
-  torch::Tensor k_cmp;  // [batch, heads, cmp_capacity, d_head]; undefined without cmem
-  torch::Tensor v_cmp;  // [batch, heads, cmp_capacity, d_head]; undefined without cmem
-  torch::Tensor k_knn;  // [batch, heads, knn_capacity, d_head], L2-normalised; kNN layer only
-  torch::Tensor v_knn;  // [batch, heads, knn_capacity, d_head]; kNN layer only
-  // The kNN layer's entries when MemoryShape::knn_store (then k_knn/v_knn are undefined).
-  std::unique_ptr<knn::KnnMemory> knn_store;
+class LayerMemory {
+ public:
+  const torch::Tensor& k_raw() const { return k_raw_; }  // [batch, heads, raw_capacity, d_head]
+  const torch::Tensor& v_raw() const { return v_raw_; }  // [batch, heads, raw_capacity, d_head]
+  // [batch, heads, cmp_capacity, d_head]; undefined without cmem
+  const torch::Tensor& k_cmp() const { return k_cmp_; }
+  const torch::Tensor& v_cmp() const { return v_cmp_; }
+  // [batch, heads, knn_capacity, d_head], L2-normalised; the kNN layer's dense ring only
+  const torch::Tensor& k_knn() const { return k_knn_; }
+  const torch::Tensor& v_knn() const { return v_knn_; }
+  // The kNN layer's entries when MemoryShape::knn_store (then k_knn/v_knn are undefined);
+  // null otherwise.
+  const knn::KnnMemory* knn_store() const { return knn_store_.get(); }
 
   // Every ring, defined or not, always in this order.
-  std::array<torch::Tensor*, 6> rings() { return {&k_raw, &v_raw, &k_cmp, &v_cmp, &k_knn, &v_knn}; }
   std::array<const torch::Tensor*, 6> rings() const {
-    return {&k_raw, &v_raw, &k_cmp, &v_cmp, &k_knn, &v_knn};
+    return {&k_raw_, &v_raw_, &k_cmp_, &v_cmp_, &k_knn_, &v_knn_};
   }
 
   int64_t bytes() const {
@@ -36,9 +43,16 @@ struct LayerMemory {
     for (const torch::Tensor* t : rings()) {
       if (t->defined()) total += t->numel() * t->element_size();
     }
-    if (knn_store != nullptr) total += knn_store->bytes();
+    if (knn_store_ != nullptr) total += knn_store_->bytes();
     return total;
   }
+
+ private:
+  friend class SessionMemory;
+  friend class LayerWrite;
+
+  torch::Tensor k_raw_, v_raw_, k_cmp_, v_cmp_, k_knn_, v_knn_;  // shapes: see the accessors
+  std::unique_ptr<knn::KnnMemory> knn_store_;
 };
 
 }  // namespace mnemo::memory

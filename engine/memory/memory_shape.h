@@ -37,6 +37,15 @@ struct MemoryShape {
   int cmp_capacity() const {
     return cmem_len == 0 ? 0 : cmem_len + (mem_len + seg_len + cmem_rate - 1) / cmem_rate + 2;
   }
+
+  bool operator==(const MemoryShape& o) const {
+    return batch == o.batch && layers == o.layers && heads == o.heads && d_head == o.d_head &&
+           seg_len == o.seg_len && mem_len == o.mem_len && cmem_len == o.cmem_len &&
+           cmem_rate == o.cmem_rate && max_distance == o.max_distance &&
+           knn_layer == o.knn_layer && knn_len == o.knn_len && knn_store == o.knn_store &&
+           knn_exact_threshold == o.knn_exact_threshold && half_rings == o.half_rings;
+  }
+  bool operator!=(const MemoryShape& o) const { return !(*this == o); }
 };
 
 }  // namespace mnemo::memory

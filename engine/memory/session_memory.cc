@@ -4,6 +4,7 @@
 #include <c10/util/Exception.h>
 
 #include <algorithm>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -71,6 +72,7 @@ SessionMemory SessionMemory::Create(const MemoryShape& shape,
   SessionMemory memory;
   memory.shape_ = shape;
   memory.device_ = options.device();
+  memory.dtype_ = c10::typeMetaToScalarType(options.dtype());
   // Zero-filled, not empty: masked slots get probability 0, and 0 * NaN would still be NaN.
   // Every ring is listed first and made at the end, together (MakeRings).
   memory.layers_.resize(shape.layers);  // fixed from here: `rings` points into it
@@ -87,11 +89,11 @@ SessionMemory SessionMemory::Create(const MemoryShape& shape,
   };
   for (int i = 0; i < shape.layers; ++i) {
     LayerMemory& layer = memory.layers_[i];
-    buffer(shape.raw_capacity(), layer.k_raw, /*attention=*/true);
-    buffer(shape.raw_capacity(), layer.v_raw, /*attention=*/true);
+    buffer(shape.raw_capacity(), layer.k_raw_, /*attention=*/true);
+    buffer(shape.raw_capacity(), layer.v_raw_, /*attention=*/true);
     if (shape.cmem_len > 0) {
-      buffer(shape.cmp_capacity(), layer.k_cmp, /*attention=*/true);
-      buffer(shape.cmp_capacity(), layer.v_cmp, /*attention=*/true);
+      buffer(shape.cmp_capacity(), layer.k_cmp_, /*attention=*/true);
+      buffer(shape.cmp_capacity(), layer.v_cmp_, /*attention=*/true);
     }
     if (i == shape.knn_layer && shape.knn_capacity() > 0 && shape.knn_store) {
       knn::KnnMemoryConfig config;
@@ -101,10 +103,10 @@ SessionMemory SessionMemory::Create(const MemoryShape& shape,
       if (shape.knn_exact_threshold > 0) config.exact_threshold = shape.knn_exact_threshold;
       absl::StatusOr<std::unique_ptr<knn::KnnMemory>> store = knn::KnnMemory::Create(config);
       TORCH_CHECK(store.ok(), "kNN memory: ", store.status().ToString());
-      layer.knn_store = *std::move(store);
+      layer.knn_store_ = *std::move(store);
     } else if (i == shape.knn_layer && shape.knn_capacity() > 0) {
-      buffer(shape.knn_capacity(), layer.k_knn, /*attention=*/false);
-      buffer(shape.knn_capacity(), layer.v_knn, /*attention=*/false);
+      buffer(shape.knn_capacity(), layer.k_knn_, /*attention=*/false);
+      buffer(shape.knn_capacity(), layer.v_knn_, /*attention=*/false);
     }
   }
   MakeRings(shapes, types, rings, options);
@@ -117,38 +119,64 @@ SessionMemory SessionMemory::Create(const MemoryShape& shape,
   return memory;
 }
 
+namespace {
+
+// Pointers to one memory's pieces, in ForEachPiece's order, by type (C: const or not).
+template <typename C>
+struct PieceRefs {
+  template <typename T>
+  using Ref = std::conditional_t<std::is_const_v<C>, const T*, T*>;
+  std::vector<Ref<torch::Tensor>> rings;
+  std::vector<Ref<std::unique_ptr<knn::KnnMemory>>> stores;
+  std::vector<Ref<std::vector<int64_t>>> vectors;
+  std::vector<Ref<int64_t>> counters;
+
+  template <typename Kind, typename T>
+  void operator()(Kind, const char*, int, T& piece) {
+    using Piece = std::remove_const_t<T>;
+    if constexpr (std::is_same_v<Piece, torch::Tensor>) rings.push_back(&piece);
+    if constexpr (std::is_same_v<Piece, std::unique_ptr<knn::KnnMemory>>) stores.push_back(&piece);
+    if constexpr (std::is_same_v<Piece, std::vector<int64_t>>) vectors.push_back(&piece);
+    if constexpr (std::is_same_v<Piece, int64_t>) counters.push_back(&piece);
+  }
+};
+
+}  // namespace
+
 SessionMemory SessionMemory::Clone() const {
+  TORCH_CHECK(!write_open_, "Clone: a SegmentWrite is open on this memory");
   SessionMemory copy;
   copy.shape_ = shape_;
   copy.device_ = device_;
-  copy.raw_positions_ = raw_positions_;
-  copy.cmp_groups_ = cmp_groups_;
-  copy.row_starts_ = row_starts_;
+  copy.dtype_ = dtype_;
   copy.knn_slots_ = knn_slots_;  // immutable
-  copy.next_position_ = next_position_;
-  copy.planned_end_ = planned_end_;
-  copy.layers_.resize(layers_.size());  // fixed from here: `targets` points into it
+  copy.torn_ = torn_;
+  copy.layers_.resize(layers_.size());  // fixed from here: `to` points into it
+  // The same walk over both memories lists the same pieces in the same order.
+  PieceRefs<const SessionMemory> from;
+  PieceRefs<SessionMemory> to;
+  ForEachPiece(from);
+  copy.ForEachPiece(to);
+  for (size_t i = 0; i < from.vectors.size(); ++i) *to.vectors[i] = *from.vectors[i];
+  for (size_t i = 0; i < from.counters.size(); ++i) *to.counters[i] = *from.counters[i];
+  for (size_t i = 0; i < from.stores.size(); ++i) {
+    if (*from.stores[i] != nullptr) *to.stores[i] = (*from.stores[i])->Clone();
+  }
   std::vector<const torch::Tensor*> sources;
   std::vector<torch::Tensor*> targets;
   std::vector<std::vector<int64_t>> shapes;
   std::vector<torch::ScalarType> types;
   // Every ring float32 or float16 on the CPU outside autograd: made as Create makes them.
   bool host = true;
-  for (size_t i = 0; i < layers_.size(); ++i) {
-    const auto from = layers_[i].rings();
-    const auto to = copy.layers_[i].rings();
-    for (size_t r = 0; r < from.size(); ++r) {
-      if (!from[r]->defined()) continue;
-      sources.push_back(from[r]);
-      targets.push_back(to[r]);
-      shapes.push_back(from[r]->sizes().vec());
-      types.push_back(from[r]->scalar_type());
-      host = host && from[r]->device().is_cpu() && !from[r]->requires_grad() &&
-             (types.back() == torch::kFloat32 || types.back() == torch::kFloat16);
-    }
-    if (layers_[i].knn_store != nullptr) {
-      copy.layers_[i].knn_store = layers_[i].knn_store->Clone();
-    }
+  for (size_t r = 0; r < from.rings.size(); ++r) {
+    const torch::Tensor& ring = *from.rings[r];
+    if (!ring.defined()) continue;
+    sources.push_back(&ring);
+    targets.push_back(to.rings[r]);
+    shapes.push_back(ring.sizes().vec());
+    types.push_back(ring.scalar_type());
+    host = host && ring.device().is_cpu() && !ring.requires_grad() &&
+           (types.back() == torch::kFloat32 || types.back() == torch::kFloat16);
   }
   if (host) {
     MakeRings(shapes, types, targets, torch::TensorOptions());
@@ -160,42 +188,43 @@ SessionMemory SessionMemory::Clone() const {
 }
 
 void SessionMemory::Detach() {
-  for (LayerMemory& layer : layers_) {
-    for (torch::Tensor* t : layer.rings()) {
-      if (t->defined()) *t = t->detach();
+  ForEachPiece([](PieceKind, const char*, int, auto& piece) {
+    if constexpr (std::is_same_v<std::decay_t<decltype(piece)>, torch::Tensor>) {
+      if (piece.defined()) piece = piece.detach();
     }
-  }
+  });
 }
 
 void SessionMemory::Clear() {
+  TORCH_CHECK(!write_open_, "Clear: a SegmentWrite is open on this memory");
   Detach();
   // Model::NewMemory makes inference tensors, which change in place only in inference mode.
   c10::InferenceMode inference;
-  // Position p lives in slot p % capacity of each ring, group g in compressed slot g % capacity.
-  auto zero_first = [](torch::Tensor& ring, int64_t slots) {
-    if (ring.defined() && slots > 0) ring.narrow(2, 0, std::min(slots, ring.size(2))).zero_();
-  };
+  // Position p lives in slot p % capacity of each ring, group g in compressed slot g % capacity:
+  // only slots below the furthest planned end can have been written.
   const int64_t groups =
       shape_.cmem_rate > 0 ? (planned_end_ + shape_.cmem_rate - 1) / shape_.cmem_rate : 0;
-  for (LayerMemory& layer : layers_) {
-    zero_first(layer.k_raw, planned_end_);
-    zero_first(layer.v_raw, planned_end_);
-    zero_first(layer.k_cmp, groups);
-    zero_first(layer.v_cmp, groups);
-    zero_first(layer.k_knn, planned_end_);
-    zero_first(layer.v_knn, planned_end_);
-    if (layer.knn_store != nullptr) {
-      absl::StatusOr<std::unique_ptr<knn::KnnMemory>> store =
-          knn::KnnMemory::Create(layer.knn_store->config());
-      TORCH_CHECK(store.ok(), "kNN memory: ", store.status().ToString());
-      layer.knn_store = *std::move(store);
+  const int64_t written = planned_end_;
+  ForEachPiece([&](PieceKind kind, const char*, int, auto& piece) {
+    using Piece = std::decay_t<decltype(piece)>;
+    if constexpr (std::is_same_v<Piece, torch::Tensor>) {
+      const int64_t slots = kind == PieceKind::kCompressedRing ? groups : written;
+      if (piece.defined() && slots > 0) piece.narrow(2, 0, std::min(slots, piece.size(2))).zero_();
+    } else if constexpr (std::is_same_v<Piece, std::unique_ptr<knn::KnnMemory>>) {
+      if (piece != nullptr) {
+        absl::StatusOr<std::unique_ptr<knn::KnnMemory>> store =
+            knn::KnnMemory::Create(piece->config());
+        TORCH_CHECK(store.ok(), "kNN memory: ", store.status().ToString());
+        piece = *std::move(store);
+      }
+    } else if constexpr (std::is_same_v<Piece, std::vector<int64_t>>) {
+      // Slot maps empty (-1), document starts at 0.
+      std::fill(piece.begin(), piece.end(), kind == PieceKind::kSlotMap ? -1 : 0);
+    } else {
+      piece = 0;  // counters (planned_end_ among them: last, once its value was used above)
     }
-  }
-  std::fill(raw_positions_.begin(), raw_positions_.end(), -1);
-  std::fill(cmp_groups_.begin(), cmp_groups_.end(), -1);
-  std::fill(row_starts_.begin(), row_starts_.end(), 0);
-  next_position_ = 0;
-  planned_end_ = 0;
+  });
+  torn_ = false;
 }
 
 void SessionMemory::ResetRow(int row) {
@@ -215,7 +244,6 @@ SegmentPlan SessionMemory::Plan(int64_t length) const {
                                    [&](int64_t s) { return s != row_starts_[0]; });
   const int64_t rows = per_row ? shape_.batch : 1;
 
-  planned_end_ = std::max(planned_end_, s0 + length);
   SegmentPlan plan;
   plan.start = s0;
   plan.length = length;
@@ -321,6 +349,20 @@ SegmentPlan SessionMemory::Plan(int64_t length) const {
   return plan;
 }
 
+SegmentWrite SessionMemory::BeginWrite(int64_t length) { return BeginWrite(Plan(length)); }
+
+SegmentWrite SessionMemory::BeginWrite(SegmentPlan plan) {
+  TORCH_CHECK(!write_open_, "BeginWrite: another SegmentWrite is open on this memory");
+  TORCH_CHECK(!torn_, "BeginWrite: the memory is torn (an abandoned write had appended to its "
+              "kNN store); Clear it");
+  TORCH_CHECK(plan.start == next_position_, "BeginWrite: the plan starts at ", plan.start,
+              ", the memory at ", next_position_);
+  // Before any byte is written, so that Clear zeroes what an abandoned write leaves.
+  planned_end_ = std::max(planned_end_, plan.start + plan.length);
+  write_open_ = true;
+  return SegmentWrite(*this, std::move(plan));
+}
+
 void SessionMemory::Commit(SegmentPlan& plan) {
   raw_positions_ = std::move(plan.raw_positions_after);
   cmp_groups_ = std::move(plan.cmp_groups_after);
@@ -346,7 +388,14 @@ int64_t SessionMemory::knn_entries() const {
 
 int64_t SessionMemory::bytes() const {
   int64_t total = 0;
-  for (const LayerMemory& layer : layers_) total += layer.bytes();
+  ForEachPiece([&](PieceKind, const char*, int, const auto& piece) {
+    using Piece = std::decay_t<decltype(piece)>;
+    if constexpr (std::is_same_v<Piece, torch::Tensor>) {
+      if (piece.defined()) total += piece.numel() * piece.element_size();
+    } else if constexpr (std::is_same_v<Piece, std::unique_ptr<knn::KnnMemory>>) {
+      if (piece != nullptr) total += piece->bytes();
+    }
+  });
   return total;
 }
 

@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/model/exit_confidence.h"
+#include "engine/model/exit_rule.h"
 #include "engine/util/status_macros.h"
 
 namespace mnemo::model {
@@ -69,12 +70,16 @@ absl::Status BatchDecoder::Validate(absl::Span<const DecodeRow> rows) const {
           "row ", r, ": memory does not come from this model's NewMemory (batch ", s.batch,
           ", layers ", s.layers, ", heads ", s.heads, ", mem_len ", s.mem_len, ")"));
     }
-    if (row.memory->layer(0).k_raw.device() != model_.device()) {
+    if (row.memory->layer(0).k_raw().device() != model_.device()) {
       return absl::InvalidArgumentError(absl::StrCat("row ", r, ": memory is on ",
-                                                     row.memory->layer(0).k_raw.device().str(),
+                                                     row.memory->layer(0).k_raw().device().str(),
                                                      ", the model on ", model_.device().str()));
     }
-    if (c.knn_layer >= 0 && row.memory->layer(c.knn_layer).k_knn.defined()) {
+    if (row.memory->torn()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("row ", r, ": memory is torn by a failed write; clear or discard it"));
+    }
+    if (c.knn_layer >= 0 && row.memory->layer(c.knn_layer).k_knn().defined()) {
       return absl::InvalidArgumentError(absl::StrCat(
           "row ", r, ": memory has a training kNN ring; decode needs an inference memory"));
     }
@@ -92,8 +97,7 @@ absl::StatusOr<DecodeBatchResult> BatchDecoder::Step(absl::Span<const DecodeRow>
     const int64_t batch = static_cast<int64_t>(rows.size());
     std::vector<memory::SessionMemory*> memories;
     for (const DecodeRow& row : rows) memories.push_back(row.memory);
-    DecodeRows state =
-        PrepareDecodeRows(memories, options_.layout, model_.config().MaxDistance());
+    DecodeStepState state = BeginDecodeStep(memories, options_.layout);
 
     std::vector<int64_t> ids;
     bool want_keys = false;
@@ -111,7 +115,7 @@ absl::StatusOr<DecodeBatchResult> BatchDecoder::Step(absl::Span<const DecodeRow>
       std::array<bool, kExitMeasures.size()> wanted{};
       if (!last) {
         for (int64_t r : active.rows) {
-          if (rows[r].exit_threshold <= 1.0f && !rows[r].knn_lm_key) {
+          if (MayExitEarly(rows[r].exit_threshold, rows[r].knn_lm_key)) {
             wanted[static_cast<size_t>(rows[r].exit_measure)] = true;
           }
         }
@@ -148,7 +152,7 @@ absl::StatusOr<DecodeBatchResult> BatchDecoder::Step(absl::Span<const DecodeRow>
         const DecodeRow& row = rows[active.rows[a]];
         const size_t m = static_cast<size_t>(row.exit_measure);
         if (!row.knn_lm_key && wanted[m] &&
-            confidence[m].data_ptr<float>()[a] >= row.exit_threshold) {
+            ExitsEarly(confidence[m].data_ptr<float>()[a], row.exit_threshold)) {
           result.exit_layers[active.rows[a]] = i + 1;
         } else {
           staying.push_back(active.rows[a]);
@@ -156,7 +160,7 @@ absl::StatusOr<DecodeBatchResult> BatchDecoder::Step(absl::Span<const DecodeRow>
       }
       if (staying.size() != active.rows.size()) active = Subset(std::move(staying), device);
     }
-    for (int64_t r = 0; r < batch; ++r) state.memories[r]->Commit(state.plans[r]);
+    for (memory::SegmentWrite& write : state.writes) write.Commit();
     // Each row's final hidden state is its exit state: one head pass for all rows.
     result.logprobs = torch::log_softmax(net.Logits(h), -1).to(torch::kCPU, torch::kFloat32);
     return result;

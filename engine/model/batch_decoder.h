@@ -9,8 +9,8 @@
 //
 // What is batched: the embedding, LayerNorms, the qkv / output / feed-forward matmuls and the
 // exit head run once per layer for all rows. Per row: the memory writes, compression inputs,
-// kNN store appends and searches (each session owns its store), and, with
-// AttentionLayout::kPerRow, the attention itself over the filled part of its rings.
+// kNN store appends and searches (each session owns its store), and the attention itself over
+// the visible part of its rings.
 //
 // CALM per row: after every layer but the last, rows whose threshold is <= 1 get a confidence
 // by their own ExitMeasure (exit_confidence.h; each measure is computed once per layer, for
@@ -21,9 +21,12 @@
 // holes. Its log-probs come from its exit hidden state through the shared head.
 //
 // Ownership: borrows the Model (must outlive the decoder) and, during Step only, the rows'
-// memories (owned by their sessions). Holds no state between steps besides its options.
-// Thread-safety: none; like the Model, it belongs to the engine's loop thread, and the memories
-// of one step must not be touched by anything else while it runs.
+// memories (owned by their sessions or requests), each changed through one SegmentWrite per row
+// (DecodeStepState). Holds no state between steps besides its options.
+// Thread-safety: one thread at a time per decoder: the engine's loop thread, or the decode
+// worker a ParallelDecoder gives this decoder's shard (each shard its own BatchDecoder, all
+// sharing the Model, which they only read). The memories of one step must not be touched by
+// anything else while it runs.
 #ifndef MNEMO_ENGINE_MODEL_BATCH_DECODER_H_
 #define MNEMO_ENGINE_MODEL_BATCH_DECODER_H_
 
@@ -34,7 +37,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "engine/memory/session_memory.h"
-#include "engine/model/decode_rows.h"
+#include "engine/model/decode_step_state.h"
 #include "engine/model/exit_measure.h"
 #include "engine/model/model.h"
 
@@ -55,9 +58,10 @@ struct DecodeRow {
 };
 
 struct BatchDecoderOptions {
-  // kPerRow: faster at every B measured by tools/decode_batch_bench on the 2-core CPU machine
-  // (mnemo-stdlib, histories 0..2K, B = 64: 75 vs 323 CPU ms per step); padded copies cost
-  // more than the per-row ops they save, because decode attention is bound by memory reads.
+  // kPerRow: the host kernel on the CPU. (It beat a padded layout at every B measured by
+  // tools/decode_batch_bench on the 2-core CPU machine, mnemo-stdlib, histories 0..2K, B = 64:
+  // 75 vs 323 CPU ms per step; padded copies cost more than the per-row ops they save,
+  // because decode attention is bound by memory reads. The padded layout is gone.)
   AttentionLayout layout = AttentionLayout::kPerRow;
 };
 
@@ -76,8 +80,10 @@ class BatchDecoder {
   // One decode step for `rows` (B >= 1). INVALID_ARGUMENT (naming the row) for a bad token,
   // the classifier measure on a model without a classifier, a null or repeated memory, or a
   // memory that does not belong to this model (wrong shape, batch != 1, a training memory with
-  // a dense kNN ring); nothing is changed then. INTERNAL if LibTorch fails midway: the rows'
-  // memories are then inconsistent and must be discarded.
+  // a dense kNN ring, a torn memory); nothing is changed then. INTERNAL if LibTorch fails
+  // midway: every row's SegmentWrite is abandoned, so no memory advances (segment_write.h), but
+  // a row whose kNN store already took the step's entry is left torn
+  // (SessionMemory::torn()): clear or discard it.
   absl::StatusOr<DecodeBatchResult> Step(absl::Span<const DecodeRow> rows);
 
   // The checks Step makes before changing anything (the INVALID_ARGUMENT cases above), for a

@@ -1,4 +1,4 @@
-// The model-family seam (docs/design.md §2, docs/adding-a-model-family.md): what the engine
+// The model-family seam (docs/design.md §11, docs/adding-a-model-family.md): what the engine
 // asks of an architecture, so that a new family (RoPE, grouped-query attention, sliding
 // windows, learned positions, BPE or SentencePiece vocabularies) plugs in without touching the
 // scheduler, the server or the memory code.
@@ -30,7 +30,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "engine/memory/session_memory.h"
-#include "engine/model/decode_rows.h"
+#include "engine/model/decode_step_state.h"
 #include "engine/model/exit_classifier.h"
 #include "engine/model/exit_measure.h"
 #include "engine/model/model.h"
@@ -72,6 +72,8 @@ class Network {
   // `options` (which rings, kNN store, float16 rings), on `device`.
   virtual memory::SessionMemory NewMemory(const MemoryOptions& options,
                                           const torch::Device& device) const = 0;
+  // The shape NewMemory(options, ...) makes (memory::MemoryPool keys recycled memories by it).
+  virtual memory::MemoryShape MemoryShapeFor(const MemoryOptions& options) const = 0;
 
   // ---- Decode rows: the pieces of a batched decode step (BatchDecoder) ----
   // BatchDecoder runs the loop (rows, CALM exits, commits); a family supplies each layer.
@@ -81,7 +83,7 @@ class Network {
   // Layer `layer` for the rows of one step: h [B, d] is every row's input (rows that exited
   // early included, so their keys/values still reach this layer's memory); returns the output
   // of the active rows [A, d]; `ffn_input` (if set) gets their kNN-LM keys [A, d].
-  virtual torch::Tensor DecodeLayer(int layer, const torch::Tensor& h, DecodeRows& rows,
+  virtual torch::Tensor DecodeLayer(int layer, const torch::Tensor& h, DecodeStepState& rows,
                                     const ActiveRows& active, torch::Tensor* ffn_input) = 0;
 
   // ---- Weights ----

@@ -1,7 +1,7 @@
 // HostAttention: attention for one query position per row on the CPU, in float32, reading
 // each row's key/value rings in place (float32 rings, or float16 ones widened as they are read:
 // MemoryShape::half_rings). RelativeAttention::Decode uses it for the kPerRow layout
-// when it can read the rings in place (DecodeRows::host), and RelativeAttention::forward for a
+// when it can read the rings in place (DecodeStepState::host), and RelativeAttention::forward for a
 // prompt segment at inference (PrefillAttendHost: one row per query position, all on the same
 // rings); it replaces a dozen small LibTorch ops per layer (each a dispatch, an allocation and
 // often a thread wake-up) with one pass.
@@ -25,7 +25,7 @@
 #include <cstdint>
 
 #include "absl/types/span.h"
-#include "engine/model/decode_rows.h"
+#include "engine/model/decode_step_state.h"
 
 namespace mnemo::model {
 
@@ -54,7 +54,7 @@ struct HostAttentionRow {
   const void* v_cmp = nullptr;
   int64_t raw_capacity = 0;
   int64_t cmp_capacity = 0;
-  absl::Span<const RingSpan> spans;     // the visible slots (DecodeRows::spans)
+  absl::Span<const RingSpan> spans;     // the visible slots (DecodeStepState::spans)
   absl::Span<const int64_t> distances;  // one per visible slot, in span order, < table rows
 };
 

@@ -31,12 +31,25 @@ torch::Tensor MnemoXlNetwork::Logits(const torch::Tensor& hidden) {
   return transformer_->Logits(hidden);
 }
 
+namespace {
+
+// -1 = the config's kNN length, 0 = none.
+int KnnLength(const MemoryOptions& options) {
+  return !options.knn ? 0 : options.knn_mem_len > 0 ? options.knn_mem_len : -1;
+}
+
+}  // namespace
+
+memory::MemoryShape MnemoXlNetwork::MemoryShapeFor(const MemoryOptions& options) const {
+  return transformer_->MemoryShapeFor(/*batch=*/1, options.compressive, KnnLength(options),
+                                      /*knn_store=*/true, options.knn_exact_threshold,
+                                      options.half_rings);
+}
+
 memory::SessionMemory MnemoXlNetwork::NewMemory(const MemoryOptions& options,
                                                 const torch::Device& device) const {
   c10::InferenceMode inference;
-  // -1 = the config's kNN length, 0 = none.
-  const int knn_len = !options.knn ? 0 : options.knn_mem_len > 0 ? options.knn_mem_len : -1;
-  return transformer_->NewMemory(/*batch=*/1, device, options.compressive, knn_len,
+  return transformer_->NewMemory(/*batch=*/1, device, options.compressive, KnnLength(options),
                                  /*knn_store=*/true, options.knn_exact_threshold,
                                  options.half_rings);
 }
@@ -47,8 +60,9 @@ torch::Tensor MnemoXlNetwork::Embed(const torch::Tensor& tokens) {
   return transformer_->Embed(tokens);
 }
 
-torch::Tensor MnemoXlNetwork::DecodeLayer(int layer, const torch::Tensor& h, DecodeRows& rows,
-                                          const ActiveRows& active, torch::Tensor* ffn_input) {
+torch::Tensor MnemoXlNetwork::DecodeLayer(int layer, const torch::Tensor& h,
+                                          DecodeStepState& rows, const ActiveRows& active,
+                                          torch::Tensor* ffn_input) {
   return transformer_->block(layer)->Decode(h, layer, rows, active, transformer_->sinusoid(),
                                             ffn_input);
 }

@@ -32,11 +32,12 @@ class MnemoXlNetwork : public Network {
                                        const ExitClassifierImpl* classifier,
                                        torch::Tensor* exit_layers) override;
   torch::Tensor Logits(const torch::Tensor& hidden) override;
+  memory::MemoryShape MemoryShapeFor(const MemoryOptions& options) const override;
   memory::SessionMemory NewMemory(const MemoryOptions& options,
                                   const torch::Device& device) const override;
   int num_layers() const override;
   torch::Tensor Embed(const torch::Tensor& tokens) override;
-  torch::Tensor DecodeLayer(int layer, const torch::Tensor& h, DecodeRows& rows,
+  torch::Tensor DecodeLayer(int layer, const torch::Tensor& h, DecodeStepState& rows,
                             const ActiveRows& active, torch::Tensor* ffn_input) override;
   int64_t ParameterCount() const override;
   std::string WeightsChecksum() const override;

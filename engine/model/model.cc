@@ -4,6 +4,7 @@
 #include <c10/util/Exception.h>
 
 #include <filesystem>
+#include <optional>
 #include <fstream>
 #include <sstream>
 
@@ -281,36 +282,18 @@ std::string WeightDtypeName(torch::ScalarType weight_dtype) {
   }
 }
 
-memory::SessionMemory Model::NewMemory(const MemoryOptions& options) const {
-  {
-    std::lock_guard<std::mutex> lock(recycled_mu_);
-    for (auto it = recycled_.begin(); it != recycled_.end(); ++it) {
-      if (it->options == options) {
-        memory::SessionMemory memory = std::move(it->memory);
-        recycled_.erase(it);
-        return memory;
-      }
-    }
+memory::MemoryShape Model::MemoryShapeFor(const MemoryOptions& options) const {
+  return network_->MemoryShapeFor(options);
+}
+
+memory::SessionMemory Model::NewMemory(const MemoryOptions& options,
+                                       memory::MemoryPool* pool) const {
+  const memory::MemoryShape shape = MemoryShapeFor(options);
+  if (pool != nullptr) {
+    std::optional<memory::SessionMemory> recycled = pool->Take(shape, device_, torch::kFloat32);
+    if (recycled.has_value()) return *std::move(recycled);
   }
   return network_->NewMemory(options, device_);
-}
-
-void Model::Recycle(memory::SessionMemory memory, const MemoryOptions& options) const {
-  if (memory.num_layers() == 0) return;  // a placeholder (moved from, or never made)
-  {
-    std::lock_guard<std::mutex> lock(recycled_mu_);
-    if (static_cast<int>(recycled_.size()) >= kRecycledMemories) return;  // freed here
-  }
-  memory.Clear();  // outside the lock: it zeroes what the sequence wrote
-  std::lock_guard<std::mutex> lock(recycled_mu_);
-  if (static_cast<int>(recycled_.size()) < kRecycledMemories) {
-    recycled_.push_back(RecycledMemory{options, std::move(memory)});
-  }
-}
-
-int Model::recycled_memories() const {
-  std::lock_guard<std::mutex> lock(recycled_mu_);
-  return static_cast<int>(recycled_.size());
 }
 
 absl::Status Model::CheckTokens(absl::Span<const int> tokens) const {

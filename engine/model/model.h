@@ -5,20 +5,28 @@
 // converted to the compute dtype on the configured device), its tokenizer and, when the
 // directory has one, its CALM exit classifier (exit_classifier.safetensors, see
 // exit_classifier.h). Stateless between calls: all sequence state lives in the SessionMemory
-// the caller passes in. Not thread-safe; the engine's loop thread owns it.
+// the caller passes in.
+// Thread-safety: once made, the weights are only read, and the engine relies on that: its loop
+// thread, the decode workers running BatchDecoder shards (ParallelDecoder) and worker threads
+// prefilling one-shot or session sequences call Forward, ForwardWithExit and the decode step at
+// the same time, each on memories no other thread touches. NewMemory, tokenizer() and the const
+// accessors are safe from any thread. SetExitClassifier, Save and transformer() (mutable access
+// to the weights) need the model to themselves. The recycled-memory pool is not here: see
+// memory::MemoryPool (its owner, the scheduler, hands it to NewMemory).
 #ifndef MNEMO_ENGINE_MODEL_MODEL_H_
 #define MNEMO_ENGINE_MODEL_MODEL_H_
 
 #include <torch/types.h>
 
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "engine/memory/memory_pool.h"
+#include "engine/memory/memory_shape.h"
 #include "engine/memory/session_memory.h"
 #include "engine/model/exit_classifier.h"
 #include "engine/model/exit_measure.h"
@@ -119,18 +127,13 @@ class Model {
   // LoadOptions::weight_dtype as loaded.
   torch::ScalarType weight_dtype() const { return weight_dtype_; }
 
-  // An empty memory for one sequence: one that Recycle took back with the same options, when
-  // there is one, else a new one (zero-filled rings, ~7.7 MB for the bundled model).
-  // Thread-safe.
-  memory::SessionMemory NewMemory(const MemoryOptions& options = {}) const;
-  // Takes back a memory NewMemory made with `options` that its sequence no longer needs (a
-  // finished one-shot request's): it is emptied in place (SessionMemory::Clear, which zeroes
-  // only what was written) and kept for the next NewMemory, up to kRecycledMemories of them;
-  // beyond that it is freed. Thread-safe.
-  void Recycle(memory::SessionMemory memory, const MemoryOptions& options) const;
-  static constexpr int kRecycledMemories = 4;
-  // Memories Recycle holds now.
-  int recycled_memories() const;
+  // The factory of this model's memories. An empty memory for one sequence with `options`:
+  // one `pool` holds of that shape, when given one that does (recycled, emptied), else a new
+  // one (zero-filled rings, ~7.7 MB for the bundled model). Thread-safe.
+  memory::SessionMemory NewMemory(const MemoryOptions& options = {},
+                                  memory::MemoryPool* pool = nullptr) const;
+  // The shape of the memories NewMemory(options) makes.
+  memory::MemoryShape MemoryShapeFor(const MemoryOptions& options) const;
 
   // Feeds `tokens` (any count >= 1) through the model in segments of seg_len, appending each
   // position to `memory`. Returns next-token log-probabilities, float32 on CPU:
@@ -192,13 +195,6 @@ class Model {
   const std::unique_ptr<Network> network_;  // never null; ready for serving
   const std::shared_ptr<const tokenizer::Tokenizer> tokenizer_;  // never null
   ExitClassifier exit_classifier_{nullptr};  // empty when the model has none
-
-  struct RecycledMemory {
-    MemoryOptions options;
-    memory::SessionMemory memory;  // empty (Clear), ready for NewMemory
-  };
-  mutable std::mutex recycled_mu_;
-  mutable std::vector<RecycledMemory> recycled_;  // guarded by recycled_mu_; <= kRecycledMemories
 };
 
 // Directory I/O shared by Model and the trainer.

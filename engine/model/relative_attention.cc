@@ -62,94 +62,6 @@ void RelativeAttentionImpl::AddReconstructionLoss(const torch::Tensor& q,
   reconstruction_loss_ = reconstruction_loss_.defined() ? reconstruction_loss_ + loss : loss;
 }
 
-RelativeAttentionImpl::KnnHits RelativeAttentionImpl::RetrieveFromRing(
-    const torch::Tensor& qn, const torch::Tensor& k, const torch::Tensor& v,
-    memory::LayerMemory& memory, const memory::SegmentPlan& plan) {
-  const int64_t batch = qn.size(0), length = qn.size(2);
-  {
-    torch::NoGradGuard no_grad;
-    torch::Tensor kn = k / k.norm(2, -1, true).clamp_min(1e-6);
-    memory.k_knn.index_copy_(2, plan.knn_write_slots, kn.detach());
-    memory.v_knn.index_copy_(2, plan.knn_write_slots, v.detach());
-  }
-  // Slots fill in order (slot = position % capacity): until the ring wraps, only the first
-  // `filled` can hold anything, so a young memory is searched at the cost of its size.
-  const int64_t filled = std::min<int64_t>(memory.k_knn.size(2), plan.start + plan.length);
-  torch::Tensor keys = memory.k_knn.narrow(2, 0, filled), values = memory.v_knn.narrow(2, 0, filled);
-  const int64_t top = std::min<int64_t>(knn_topk_, filled);
-  torch::Tensor index;
-  KnnHits hits;
-  {
-    // Exact search: cosine similarity with every retrievable entry. [B, H, S, filled]
-    torch::NoGradGuard no_grad;
-    torch::Tensor sims = torch::matmul(qn.detach(), keys.transpose(2, 3))
-                             .masked_fill(plan.knn_mask.narrow(3, 0, filled).logical_not(),
-                                          -std::numeric_limits<float>::infinity());
-    auto best = sims.topk(top, 3);
-    hits.valid = torch::isfinite(std::get<0>(best));  // [B, H, S, k]
-    index = std::get<1>(best);
-  }
-  // [B, H, S * k, dh] gathers of the hits -> [B, H, S, k, dh]
-  torch::Tensor flat = index.reshape({batch, heads_, length * top, 1}).expand({batch, heads_, length * top, d_head_});
-  hits.keys = keys.gather(2, flat).view({batch, heads_, length, top, d_head_});
-  hits.values = values.gather(2, flat).view({batch, heads_, length, top, d_head_});
-  return hits;
-}
-
-bool AnyWindowHasEntries(const knn::KnnMemory& store, const torch::Tensor& lo,
-                         const torch::Tensor& hi) {
-  torch::Tensor l = lo.contiguous(), h = hi.contiguous();
-  const int64_t* lo_p = l.data_ptr<int64_t>();
-  const int64_t* hi_p = h.data_ptr<int64_t>();
-  for (int64_t i = 0, n = l.numel(); i < n; ++i) {
-    if (std::max(lo_p[i], store.oldest_position()) < std::min(hi_p[i], store.next_position())) {
-      return true;
-    }
-  }
-  return false;
-}
-
-RelativeAttentionImpl::KnnHits RelativeAttentionImpl::RetrieveFromStore(
-    const torch::Tensor& qn, const torch::Tensor& k, const torch::Tensor& v,
-    memory::LayerMemory& memory, const memory::SegmentPlan& plan) {
-  TORCH_CHECK(qn.size(0) == 1, "a kNN store serves batch 1, got ", qn.size(0));
-  knn::KnnMemory& store = *memory.knn_store;
-  TORCH_CHECK(store.next_position() == plan.start, "kNN store is at position ",
-              store.next_position(), " but the segment starts at ", plan.start);
-  torch::NoGradGuard no_grad;
-  auto to_rows = [](const torch::Tensor& t) {  // [1, H, S, dh] -> [S, H, dh] float32 CPU
-    return t[0].transpose(0, 1).to(torch::kCPU, torch::kFloat32).contiguous();
-  };
-  torch::Tensor kn = k / k.norm(2, -1, true).clamp_min(1e-6);
-  absl::Status appended = store.Append(to_rows(kn), to_rows(v));
-  TORCH_CHECK(appended.ok(), "kNN store: ", appended.ToString());
-  if (!AnyWindowHasEntries(store, plan.knn_lo, plan.knn_hi)) return KnnHits{};  // nothing to find
-  torch::Tensor queries = qn[0].to(torch::kCPU, torch::kFloat32).contiguous();  // [H, S, dh]
-  absl::StatusOr<knn::KnnResult> found = store.Search(queries, knn_topk_, plan.knn_lo, plan.knn_hi);
-  TORCH_CHECK(found.ok(), "kNN store: ", found.status().ToString());
-  const torch::Device device = qn.device();
-  return KnnHits{found->keys.unsqueeze(0).to(device), found->values.unsqueeze(0).to(device),
-                 found->valid.unsqueeze(0).to(device)};
-}
-
-torch::Tensor RelativeAttentionImpl::MixKnn(const torch::Tensor& q, const torch::Tensor& k,
-                                            const torch::Tensor& v, const torch::Tensor& y_local,
-                                            memory::LayerMemory& memory,
-                                            const memory::SegmentPlan& plan) {
-  torch::Tensor qn = q / q.norm(2, -1, true).clamp_min(1e-6);  // [B, H, S, dh]
-  const KnnHits hits = memory.knn_store != nullptr ? RetrieveFromStore(qn, k, v, memory, plan)
-                                                   : RetrieveFromRing(qn, k, v, memory, plan);
-  if (!hits.keys.defined()) return y_local;  // no query has an entry: every gate is 0
-  // Gradients reach the query, the scale and the gate; the hits are constants.
-  torch::Tensor logits = (qn.unsqueeze(3) * hits.keys).sum(-1) * knn_scale_.view({1, heads_, 1, 1});
-  // Finite fill: a query with no entries yet gets a harmless uniform softmax, then gate 0.
-  torch::Tensor probs = torch::softmax(logits.masked_fill(hits.valid.logical_not(), -1e9), 3);
-  torch::Tensor y_knn = (probs.unsqueeze(-1) * hits.values).sum(3);  // [B, H, S, dh]
-  torch::Tensor gate = torch::sigmoid(knn_gate_).view({1, heads_, 1, 1}) *
-                       hits.valid.any(3, /*keepdim=*/true).to(y_local.scalar_type());
-  return y_local + gate * (y_knn - y_local);
-}
-
 torch::Tensor RelativeAttentionImpl::PositionTable(const torch::Tensor& sinusoid) {
   if (position_table_.defined()) return position_table_;
   const int64_t distances = sinusoid.size(0);
@@ -215,9 +127,10 @@ bool RelativeAttentionImpl::PrefillOnHost(const torch::Tensor& x,
                                           const memory::LayerMemory& memory) const {
   return position_table_.defined() && !torch::GradMode::is_enabled() && x.size(0) == 1 &&
          x.device().is_cpu() && x.scalar_type() == torch::kFloat32 &&
-         HostAttentionReads(memory.k_raw) &&
-         memory.k_raw.is_contiguous() && memory.v_raw.is_contiguous() &&
-         (!memory.k_cmp.defined() || (memory.k_cmp.is_contiguous() && memory.v_cmp.is_contiguous()));
+         HostAttentionReads(memory.k_raw()) &&
+         memory.k_raw().is_contiguous() && memory.v_raw().is_contiguous() &&
+         (!memory.k_cmp().defined() ||
+          (memory.k_cmp().is_contiguous() && memory.v_cmp().is_contiguous()));
 }
 
 torch::Tensor RelativeAttentionImpl::PrefillAttendHost(const torch::Tensor& qkv,
@@ -248,14 +161,14 @@ torch::Tensor RelativeAttentionImpl::PrefillAttendHost(const torch::Tensor& qkv,
     HostAttentionRow& row = rows[s];
     row.query = qkv.data_ptr<float>() + s * 3 * inner;  // q is the first third of each row
     row.query_head_stride = d_head_;
-    row.ring_type = HostRingType(memory.k_raw);
-    row.k_raw = memory.k_raw.data_ptr();
-    row.v_raw = memory.v_raw.data_ptr();
-    row.raw_capacity = memory.k_raw.size(2);
-    if (memory.k_cmp.defined()) {
-      row.k_cmp = memory.k_cmp.data_ptr();
-      row.v_cmp = memory.v_cmp.data_ptr();
-      row.cmp_capacity = memory.k_cmp.size(2);
+    row.ring_type = HostRingType(memory.k_raw());
+    row.k_raw = memory.k_raw().data_ptr();
+    row.v_raw = memory.v_raw().data_ptr();
+    row.raw_capacity = memory.k_raw().size(2);
+    if (memory.k_cmp().defined()) {
+      row.k_cmp = memory.k_cmp().data_ptr();
+      row.v_cmp = memory.v_cmp().data_ptr();
+      row.cmp_capacity = memory.k_cmp().size(2);
     }
     row.spans = spans[s];
     row.distances = distances[s];
@@ -271,52 +184,18 @@ torch::Tensor RelativeAttentionImpl::PrefillAttendHost(const torch::Tensor& qkv,
   return y;
 }
 
-torch::Tensor RelativeAttentionImpl::forward(const torch::Tensor& x, memory::LayerMemory& memory,
-                                             const memory::SegmentPlan& plan,
-                                             const torch::Tensor& sinusoid) {
-  const int64_t batch = x.size(0), length = x.size(1);
-  // [B, S, 3 * H * dh] -> 3 x [B, H, S, dh]
-  const torch::Tensor qkv_rows = LinearForward(qkv_, packed_qkv_, x);
-  auto qkv = qkv_rows.view({batch, length, 3, heads_, d_head_}).permute({2, 0, 3, 1, 4});
-  torch::Tensor q = qkv[0], k = qkv[1], v = qkv[2];
-
-  // Append: O(S * d) writes into the preallocated rings (float16 rings round here: each
-  // .to() is a no-op for rings of the model's float32).
-  const torch::ScalarType ring_type = memory.k_raw.scalar_type();
-  memory.k_raw.index_copy_(2, plan.raw_write_slots, k.to(ring_type));
-  memory.v_raw.index_copy_(2, plan.raw_write_slots, v.to(ring_type));
-  const bool compressive = memory.k_cmp.defined();
-  if (compressive && plan.new_groups > 0) {
-    torch::Tensor k_groups =
-        memory.k_raw.index_select(2, plan.group_source_slots).to(torch::kFloat32);
-    torch::Tensor v_groups =
-        memory.v_raw.index_select(2, plan.group_source_slots).to(torch::kFloat32);
-    // Slots are stored detached: the compression net learns from reconstruction alone.
-    memory.k_cmp.index_copy_(2, plan.cmp_write_slots,
-                             Compress(k_groups, /*keys=*/true).detach().to(ring_type));
-    memory.v_cmp.index_copy_(2, plan.cmp_write_slots,
-                             Compress(v_groups, /*keys=*/false).detach().to(ring_type));
-    if (is_training() && compression_ == Compression::kConv) {
-      AddReconstructionLoss(q, k_groups, v_groups);
-    }
-  }
-
+torch::Tensor RelativeAttentionImpl::Attend(const torch::Tensor& q,
+                                            const memory::LayerMemory& memory,
+                                            const memory::SegmentPlan& plan,
+                                            const torch::Tensor& sinusoid) {
+  const int64_t batch = q.size(0), length = q.size(2);
   // Only ring slots that were ever written can be visible: positions start at 0 and a
   // position's slot is position % capacity, so they are a prefix of each ring. And no distance
   // exceeds the newest position. Attending over just those is the same function (the rest is
   // masked) and much less work while a session is young (a 64-token prompt: 64 of 512 slots).
   const int64_t newest = plan.start + length;  // positions [0, newest) exist
-  const int64_t raw_used = std::min<int64_t>(newest, memory.k_raw.size(2));
-  const int64_t cmp_used = compressive ? plan.cmp_filled_after : 0;
-  if (PrefillOnHost(x, memory)) {
-    torch::Tensor y = PrefillAttendHost(qkv_rows, memory, plan, raw_used, cmp_used);  // [S, H dh]
-    if (knn_scale_.defined() && (memory.k_knn.defined() || memory.knn_store != nullptr)) {
-      y = MixKnn(q, k, v, y.view({1, length, heads_, d_head_}).permute({0, 2, 1, 3}), memory, plan)
-              .transpose(1, 2)
-              .reshape({1, length, heads_ * d_head_});
-    }
-    return LinearForward(out_, packed_out_, y.view({1, length, heads_ * d_head_}));
-  }
+  const int64_t raw_used = std::min<int64_t>(newest, memory.k_raw().size(2));
+  const int64_t cmp_used = memory.k_cmp().defined() ? plan.cmp_filled_after : 0;
   torch::Tensor qu = q + u_bias_.view({1, heads_, 1, d_head_});  // [B, H, S, dh]
   torch::Tensor qv = q + v_bias_.view({1, heads_, 1, d_head_});
   torch::Tensor table = PositionTable(sinusoid);  // [H, D, dh]
@@ -324,7 +203,7 @@ torch::Tensor RelativeAttentionImpl::forward(const torch::Tensor& x, memory::Lay
   // Position scores for every distance, then picked per key: [B, H, S, D']
   torch::Tensor by_distance = torch::matmul(qv, table.transpose(1, 2).unsqueeze(0));
 
-  torch::Tensor k_raw = memory.k_raw.narrow(2, 0, raw_used).to(torch::kFloat32);
+  torch::Tensor k_raw = memory.k_raw().narrow(2, 0, raw_used).to(torch::kFloat32);
   // [B, H, S, raw_used]
   torch::Tensor scores =
       torch::matmul(qu, k_raw.transpose(2, 3)) +
@@ -332,7 +211,7 @@ torch::Tensor RelativeAttentionImpl::forward(const torch::Tensor& x, memory::Lay
   torch::Tensor mask = plan.raw_mask.narrow(3, 0, raw_used);  // [R, 1, S, raw_used (+ cmp_used)]
   if (cmp_used > 0) {
     torch::Tensor cmp_scores =
-        torch::matmul(qu, memory.k_cmp.narrow(2, 0, cmp_used).to(torch::kFloat32).transpose(2, 3)) +
+        torch::matmul(qu, memory.k_cmp().narrow(2, 0, cmp_used).to(torch::kFloat32).transpose(2, 3)) +
         by_distance.gather(3, plan.cmp_distance.narrow(1, 0, cmp_used).expand({batch, heads_, length, cmp_used}));
     scores = torch::cat({scores, cmp_scores}, 3);
     mask = torch::cat({mask, plan.cmp_mask.narrow(3, 0, cmp_used)}, 3);
@@ -343,13 +222,55 @@ torch::Tensor RelativeAttentionImpl::forward(const torch::Tensor& x, memory::Lay
 
   // [B, H, S, dh]
   torch::Tensor y = torch::matmul(probs.narrow(3, 0, raw_used),
-                                  memory.v_raw.narrow(2, 0, raw_used).to(torch::kFloat32));
+                                  memory.v_raw().narrow(2, 0, raw_used).to(torch::kFloat32));
   if (cmp_used > 0) {
     y = y + torch::matmul(probs.narrow(3, raw_used, cmp_used),
-                          memory.v_cmp.narrow(2, 0, cmp_used).to(torch::kFloat32));
+                          memory.v_cmp().narrow(2, 0, cmp_used).to(torch::kFloat32));
   }
-  if (knn_scale_.defined() && (memory.k_knn.defined() || memory.knn_store != nullptr)) {
-    y = MixKnn(q, k, v, y, memory, plan);
+  return y;
+}
+
+torch::Tensor RelativeAttentionImpl::forward(const torch::Tensor& x, memory::LayerWrite write,
+                                             const torch::Tensor& sinusoid) {
+  const memory::LayerMemory& memory = write.memory();
+  const memory::SegmentPlan& plan = write.plan();
+  const int64_t batch = x.size(0), length = x.size(1);
+  // [B, S, 3 * H * dh] -> 3 x [B, H, S, dh]
+  const torch::Tensor qkv_rows = LinearForward(qkv_, packed_qkv_, x);
+  auto qkv = qkv_rows.view({batch, length, 3, heads_, d_head_}).permute({2, 0, 3, 1, 4});
+  torch::Tensor q = qkv[0], k = qkv[1], v = qkv[2];
+
+  // Append: O(S * d) writes into the preallocated rings (float16 rings round as they store).
+  write.WriteRaw(k, v);
+  const bool compressive = memory.k_cmp().defined();
+  if (compressive && plan.new_groups > 0) {
+    torch::Tensor k_groups =
+        memory.k_raw().index_select(2, plan.group_source_slots).to(torch::kFloat32);
+    torch::Tensor v_groups =
+        memory.v_raw().index_select(2, plan.group_source_slots).to(torch::kFloat32);
+    // Slots are stored detached: the compression net learns from reconstruction alone.
+    write.WriteCompressed(Compress(k_groups, /*keys=*/true).detach(),
+                          Compress(v_groups, /*keys=*/false).detach());
+    if (is_training() && compression_ == Compression::kConv) {
+      AddReconstructionLoss(q, k_groups, v_groups);
+    }
+  }
+
+  if (PrefillOnHost(x, memory)) {
+    // The slots that were ever written (see Attend).
+    const int64_t raw_used = std::min<int64_t>(plan.start + length, memory.k_raw().size(2));
+    const int64_t cmp_used = compressive ? plan.cmp_filled_after : 0;
+    torch::Tensor y = PrefillAttendHost(qkv_rows, memory, plan, raw_used, cmp_used);  // [S, H dh]
+    if (knn_scale_.defined() && (memory.k_knn().defined() || memory.knn_store() != nullptr)) {
+      y = MixKnn(q, k, v, y.view({1, length, heads_, d_head_}).permute({0, 2, 1, 3}), write)
+              .transpose(1, 2)
+              .reshape({1, length, heads_ * d_head_});
+    }
+    return LinearForward(out_, packed_out_, y.view({1, length, heads_ * d_head_}));
+  }
+  torch::Tensor y = Attend(q, memory, plan, sinusoid);  // [B, H, S, dh]
+  if (knn_scale_.defined() && (memory.k_knn().defined() || memory.knn_store() != nullptr)) {
+    y = MixKnn(q, k, v, y, write);
   }
   // [B, H, S, dh] -> [B, S, H * dh] -> [B, S, d_model]
   return LinearForward(out_, packed_out_,

@@ -4,6 +4,7 @@
 
 #include "engine/memory/memory_shape.h"
 #include "engine/model/exit_confidence.h"
+#include "engine/model/exit_rule.h"
 #include "engine/util/huge_pages.h"
 
 namespace mnemo::model {
@@ -35,11 +36,10 @@ TransformerImpl::TransformerImpl(const ModelConfig& config) : config_(config) {
   sinusoid_ = register_buffer("sinusoid", Sinusoid(config.MaxDistance() + 1, config.d_model));
 }
 
-memory::SessionMemory TransformerImpl::NewMemory(int batch, const torch::Device& device,
-                                                bool compressive, int knn_mem_len,
-                                                bool knn_store,
-                                                int64_t knn_exact_threshold,
-                                                bool half_rings) const {
+memory::MemoryShape TransformerImpl::MemoryShapeFor(int batch, bool compressive,
+                                                    int knn_mem_len, bool knn_store,
+                                                    int64_t knn_exact_threshold,
+                                                    bool half_rings) const {
   memory::MemoryShape shape;
   shape.batch = batch;
   shape.layers = config_.n_layers;
@@ -55,21 +55,31 @@ memory::SessionMemory TransformerImpl::NewMemory(int batch, const torch::Device&
   shape.cmem_rate = config_.cmem_rate;
   shape.max_distance = config_.MaxDistance();
   shape.half_rings = half_rings;
-  return memory::SessionMemory::Create(shape,
-                                       torch::TensorOptions().dtype(torch::kFloat32).device(device));
+  return shape;
+}
+
+memory::SessionMemory TransformerImpl::NewMemory(int batch, const torch::Device& device,
+                                                bool compressive, int knn_mem_len,
+                                                bool knn_store,
+                                                int64_t knn_exact_threshold,
+                                                bool half_rings) const {
+  return memory::SessionMemory::Create(
+      MemoryShapeFor(batch, compressive, knn_mem_len, knn_store, knn_exact_threshold, half_rings),
+      torch::TensorOptions().dtype(torch::kFloat32).device(device));
 }
 
 torch::Tensor TransformerImpl::forward(const torch::Tensor& tokens, memory::SessionMemory& memory,
                                        std::vector<torch::Tensor>* layer_outputs,
                                        torch::Tensor* knn_lm_keys) {
-  memory::SegmentPlan plan = memory.Plan(tokens.size(1));
+  // Abandoned (the memory unchanged) if a layer throws.
+  memory::SegmentWrite write = memory.BeginWrite(tokens.size(1));
   torch::Tensor h = embedding_->forward(tokens);  // [B, S, d_model]
   for (size_t i = 0; i < blocks_.size(); ++i) {
     torch::Tensor* keys = i + 1 == blocks_.size() ? knn_lm_keys : nullptr;
-    h = blocks_[i]->forward(h, memory.layer(static_cast<int>(i)), plan, sinusoid_, keys);
+    h = blocks_[i]->forward(h, write.layer(static_cast<int>(i)), sinusoid_, keys);
     if (layer_outputs != nullptr) layer_outputs->push_back(h);
   }
-  memory.Commit(plan);
+  write.Commit();
   return h;
 }
 
@@ -78,7 +88,7 @@ torch::Tensor TransformerImpl::ForwardWithExit(const torch::Tensor& tokens,
                                                ExitMeasure measure,
                                                const ExitClassifierImpl* classifier,
                                                torch::Tensor* exit_layers) {
-  memory::SegmentPlan plan = memory.Plan(tokens.size(1));
+  memory::SegmentWrite write = memory.BeginWrite(tokens.size(1));
   const int layers = static_cast<int>(blocks_.size());
   torch::Tensor h = embedding_->forward(tokens);  // [B, S, d_model]
   torch::Tensor exited = torch::zeros(tokens.sizes(), tokens.options().dtype(torch::kBool));
@@ -87,17 +97,17 @@ torch::Tensor TransformerImpl::ForwardWithExit(const torch::Tensor& tokens,
     // An exited token's frozen state still flows through this layer, so the layer's memory
     // gets the key/value its exit hidden state implies (state propagation); its output is
     // discarded. A parallel equivalent of decoding token by token with CALM.
-    torch::Tensor next = blocks_[i]->forward(h, memory.layer(i), plan, sinusoid_);
+    torch::Tensor next = blocks_[i]->forward(h, write.layer(i), sinusoid_);
     torch::Tensor before = h;  // [B, S, d_model], the layer's input
     h = torch::where(exited.unsqueeze(-1), h, next);
     if (i + 1 == layers) break;
     // [B, S]; meaningless for exited tokens, which `now` leaves out.
     torch::Tensor confidence = ExitConfidence(measure, *this, classifier, i, h, before);
-    torch::Tensor now = confidence.ge(threshold) & exited.logical_not();
+    torch::Tensor now = ExitsEarly(confidence, threshold) & exited.logical_not();
     layer_of.masked_fill_(now, i + 1);
     exited = exited | now;
   }
-  memory.Commit(plan);
+  write.Commit();
   *exit_layers = layer_of;
   return h;
 }

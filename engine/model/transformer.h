@@ -58,6 +58,10 @@ class TransformerImpl : public torch::nn::Module {
   memory::SessionMemory NewMemory(int batch, const torch::Device& device, bool compressive = true,
                                   int knn_mem_len = -1, bool knn_store = false,
                                   int64_t knn_exact_threshold = 0, bool half_rings = false) const;
+  // The shape NewMemory makes with the same arguments.
+  memory::MemoryShape MemoryShapeFor(int batch, bool compressive = true, int knn_mem_len = -1,
+                                     bool knn_store = false, int64_t knn_exact_threshold = 0,
+                                     bool half_rings = false) const;
 
   // Pieces for callers that run the layers themselves (BatchDecoder's batched decode step).
   int num_layers() const { return static_cast<int>(blocks_.size()); }

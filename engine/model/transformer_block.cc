@@ -13,11 +13,10 @@ TransformerBlockImpl::TransformerBlockImpl(const ModelConfig& config, int layer)
   ff2_ = register_module("ff2", torch::nn::Linear(config.d_ff, config.d_model));
 }
 
-torch::Tensor TransformerBlockImpl::forward(const torch::Tensor& h, memory::LayerMemory& memory,
-                                            const memory::SegmentPlan& plan,
+torch::Tensor TransformerBlockImpl::forward(const torch::Tensor& h, memory::LayerWrite write,
                                             const torch::Tensor& sinusoid,
                                             torch::Tensor* ffn_input) {
-  torch::Tensor x = h + attn_->forward(ln1_->forward(h), memory, plan, sinusoid);
+  torch::Tensor x = h + attn_->forward(ln1_->forward(h), write, sinusoid);
   torch::Tensor normed = ln2_->forward(x);
   if (ffn_input != nullptr) *ffn_input = normed;
   return x + FeedForward(normed);
@@ -47,8 +46,8 @@ void TransformerBlockImpl::AppendInferenceBuffers(std::vector<torch::Tensor*>& b
   packed_ff2_.AppendBuffers(buffers);
 }
 
-torch::Tensor TransformerBlockImpl::Decode(const torch::Tensor& h, int layer, DecodeRows& rows,
-                                           const ActiveRows& active,
+torch::Tensor TransformerBlockImpl::Decode(const torch::Tensor& h, int layer,
+                                           DecodeStepState& rows, const ActiveRows& active,
                                            const torch::Tensor& sinusoid,
                                            torch::Tensor* ffn_input) {
   // LayerNorm + qkv for every row (keys/values), attention and FFN for the active ones.

@@ -8,9 +8,8 @@
 #include <torch/nn/modules/normalization.h>
 #include <torch/types.h>
 
-#include "engine/memory/layer_memory.h"
-#include "engine/memory/segment_plan.h"
-#include "engine/model/decode_rows.h"
+#include "engine/memory/segment_write.h"
+#include "engine/model/decode_step_state.h"
 #include "engine/model/model_config.h"
 #include "engine/model/relative_attention.h"
 #include "engine/model/small_matmul.h"
@@ -21,17 +20,17 @@ class TransformerBlockImpl : public torch::nn::Module {
  public:
   TransformerBlockImpl(const ModelConfig& config, int layer);
 
-  // h: [B, S, d_model] -> [B, S, d_model]. If `ffn_input` is set it receives the feed-forward
-  // input after its LayerNorm, [B, S, d_model] (the kNN-LM key, DESIGN.md §4).
-  torch::Tensor forward(const torch::Tensor& h, memory::LayerMemory& memory,
-                        const memory::SegmentPlan& plan, const torch::Tensor& sinusoid,
-                        torch::Tensor* ffn_input = nullptr);
+  // h: [B, S, d_model] -> [B, S, d_model], appending the segment to this layer's memory
+  // through `write`. If `ffn_input` is set it receives the feed-forward input after its
+  // LayerNorm, [B, S, d_model] (the kNN-LM key, DESIGN.md §4).
+  torch::Tensor forward(const torch::Tensor& h, memory::LayerWrite write,
+                        const torch::Tensor& sinusoid, torch::Tensor* ffn_input = nullptr);
 
   // Batched decode (BatchDecoder): h [B, d_model], every row's input to this layer (exited
   // rows' frozen states included, so their keys/values still reach `layer`'s memory). Returns
   // the layer's output for the active rows only, [A, d_model]; `ffn_input` (if set) gets
   // theirs, [A, d_model].
-  torch::Tensor Decode(const torch::Tensor& h, int layer, DecodeRows& rows,
+  torch::Tensor Decode(const torch::Tensor& h, int layer, DecodeStepState& rows,
                        const ActiveRows& active, const torch::Tensor& sinusoid,
                        torch::Tensor* ffn_input = nullptr);
 

@@ -56,7 +56,7 @@ bool GenerateTask::Step(StepContext& ctx) {
         return true;
       }
     }
-    if (session() == nullptr) one_shot_.memory = ctx.model.NewMemory(ctx.memory);
+    if (session() == nullptr) one_shot_.memory = ctx.model.NewMemory(ctx.memory, ctx.memory_pool);
   }
   const int64_t remaining = static_cast<int64_t>(prompt_.size() - prompt_fed_);
   const int seg_len = ctx.model.config().seg_len;

@@ -76,7 +76,7 @@ IterationOutcome IterationExecutor::Run(const IterationPlan& plan, absl::Span<Ta
   IterationOutcome outcome;
   DecodeBatch batch;
   StepContext ctx{model_, clock_(), memory_, knn_search_observer_,
-                  options_.batch_decode ? &batch : nullptr};
+                  options_.batch_decode ? &batch : nullptr, options_.memory_pool};
   // 1. Decode tokens into the batch (row r's task is tasks[row_tasks[r]]).
   std::vector<size_t> row_tasks;
   row_tasks.reserve(plan.steps.size());
@@ -90,7 +90,8 @@ IterationOutcome IterationExecutor::Run(const IterationPlan& plan, absl::Span<Ta
   // decode row (a prompt chunk never decodes), so prefills get no batch.
   PrefillQueue prefills(plan.prefills);
   auto prefill = [&](bool loop_thread) {
-    StepContext prefill_ctx{model_, ctx.now, memory_, knn_search_observer_, nullptr};
+    StepContext prefill_ctx{model_, ctx.now, memory_, knn_search_observer_, nullptr,
+                            options_.memory_pool};
     while (std::optional<size_t> i = prefills.Take(loop_thread)) {
       if (Step(*tasks[*i], prefill_ctx)) prefills.Finished(*i);
     }

@@ -44,6 +44,9 @@ class IterationExecutor {
     bool batch_decode = true;
     // OpenMP threads while a task prefills (0 = LibTorch's setting); see SchedulerConfig.
     int prefill_threads = 0;
+    // Where one-shot tasks draw their memories from (StepContext::memory_pool; thread-safe);
+    // borrowed, may be null (a new memory each).
+    memory::MemoryPool* memory_pool = nullptr;
   };
 
   IterationExecutor(model::Model& model, model::ParallelDecoder& decoder,

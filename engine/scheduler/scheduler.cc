@@ -36,7 +36,7 @@ Scheduler::Scheduler(SchedulerConfig config, std::unique_ptr<model::Model> model
                workers_),
       memory_options_(MakeMemoryOptions(config_.knn, config_.half_rings, model_->config())),
       executor_(*model_, decoder_, memory_options_, config_.knn_search_observer, config_.clock,
-                {config_.batch_decode, config_.prefill_threads}),
+                {config_.batch_decode, config_.prefill_threads, &memory_pool_}),
       sessions_(config_.sessions,
                 [this](int64_t knn_capacity) {
                   model::MemoryOptions options = memory_options_;
@@ -308,9 +308,9 @@ void Scheduler::RunIteration() {
   }
   for (size_t i : outcome.finished) {
     Release(*tasks[i]);
-    // A one-shot request's memory goes back to the model, emptied, for the next request (no
+    // A one-shot request's memory goes back to the pool, emptied, for the next request (no
     // ~7.7 MB allocation and zero-fill per request).
-    model_->Recycle(tasks[i]->TakeOneShotMemory(), memory_options_);
+    memory_pool_.Give(tasks[i]->TakeOneShotMemory());
     running_.erase(its[i]);
   }
   // Prefills that did not fit go first next time (in their order), so none waits forever.
@@ -320,7 +320,8 @@ void Scheduler::RunIteration() {
 }
 
 void Scheduler::ReapCancelledWaiting(absl::Time now) {
-  StepContext ctx{*model_, now, memory_options_, config_.knn_search_observer};
+  StepContext ctx{*model_, now, memory_options_, config_.knn_search_observer, nullptr,
+                  &memory_pool_};
   // Taken out of ready_ first: releasing a session may append its next task to ready_.
   std::vector<std::unique_ptr<Task>> holding;  // cancelled tasks that hold their session
   for (auto it = ready_.begin(); it != ready_.end();) {

@@ -32,6 +32,7 @@
 
 #include "absl/status/status.h"
 #include "engine/datastore/datastore_catalog.h"
+#include "engine/memory/memory_pool.h"
 #include "engine/model/batch_decoder.h"
 #include "engine/model/model.h"
 #include "engine/scheduler/iteration_executor.h"
@@ -161,6 +162,7 @@ class Scheduler {
   util::WorkerPool workers_;
   model::ParallelDecoder decoder_;  // borrows *model_ and workers_
   const model::MemoryOptions memory_options_;  // new memories (sessions default to these)
+  memory::MemoryPool memory_pool_;  // finished one-shot requests' memories, for the next ones
   IterationExecutor executor_;  // borrows *model_, decoder_, memory_options_ and config_
   session::SessionStore sessions_;
   using TaskList = std::list<std::unique_ptr<Task>>;

@@ -21,7 +21,7 @@ int64_t NextChunkSize(const session::SequenceState& state, int seg_len, int64_t 
 
 absl::Status PrimeIfNeeded(model::Model& model, session::SequenceState& state) {
   if (state.primed()) return absl::OkStatus();
-  const int bos[] = {model::kBosId};
+  const int bos[] = {model.tokenizer().bos_id()};  // the family's BOS (docs/design.md §11)
   torch::Tensor key;  // [1, d_model]
   // [1, vocab]
   MNEMO_ASSIGN_OR_RETURN(torch::Tensor out,
@@ -54,7 +54,7 @@ absl::StatusOr<torch::Tensor> PrimeAndFeedText(model::Model& model, session::Seq
   }
   std::vector<int> ids;
   ids.reserve(tokens.size() + 1);
-  ids.push_back(model::kBosId);
+  ids.push_back(model.tokenizer().bos_id());
   ids.insert(ids.end(), tokens.begin(), tokens.end());
   MNEMO_ASSIGN_OR_RETURN(torch::Tensor out, FeedText(model, state, ids, model::Outputs::kLast));
   state.tokens_seen -= 1;  // BOS is not text

@@ -39,6 +39,8 @@ struct StepContext {
   // Where a decode step's single-token feed goes to be batched with the other tasks' (run by
   // the scheduler after every task has stepped); nullptr = feed at once.
   DecodeBatch* decode_batch = nullptr;
+  // Recycled memories for one-shot requests (Model::NewMemory draws from it); may be null.
+  memory::MemoryPool* memory_pool = nullptr;
 };
 
 class Task {
@@ -70,8 +72,8 @@ class Task {
   // (through Step) even before it starts running.
   virtual bool cancelled() const { return false; }
   // Once the task has finished: its one-shot sequence's memory, made by Model::NewMemory with
-  // the scheduler's memory options, for Model::Recycle; an empty placeholder when it has none
-  // (session tasks, and tasks whose memory is a copy or was never made).
+  // the scheduler's memory options, for its memory::MemoryPool; an empty placeholder when it
+  // has none (session tasks, and tasks whose memory is a copy or was never made).
   virtual memory::SessionMemory TakeOneShotMemory() { return {}; }
 
   uint64_t id() const { return id_; }

@@ -1,5 +1,17 @@
 // Session and SequenceState: what one conversation/document stream remembers between requests.
 //
+// The whole state of a session, in one list (what durable sessions will serialise; keep it in
+// step with the members below):
+//   SequenceState::memory           every piece memory::SessionMemory::ForEachPiece lists: per
+//                                   layer the raw and compressed key/value rings and the kNN
+//                                   store; the slot maps, row starts and position counters
+//   SequenceState::last_logprobs    the next-token distribution, last_knn_lm_key its kNN-LM key,
+//   SequenceState::last_exit_layer  and the layer it came from
+//   SequenceState::tokens_seen      text tokens fed (usage.session_tokens)
+//   Session::datastore              the private kNN-LM datastore (null until first added to)
+//   Session::id, create_time        identity and age (last_use_time, last_use_seq: LRU order)
+// Not state worth keeping: busy, waiting (requests in flight) and bytes (an accounting cache).
+//
 // Plain data owned by a SessionStore (sessions) or by a one-shot request (a bare
 // SequenceState). Only the engine's loop thread touches them; no locks.
 #ifndef MNEMO_ENGINE_SESSION_SESSION_H_

@@ -1,4 +1,4 @@
-// Tokenizer: the interface between text and a model's token ids (docs/design.md §2).
+// Tokenizer: the interface between text and a model's token ids (docs/design.md §11).
 //
 // The engine, the scheduler's tasks and the server see a model's vocabulary only through this
 // interface; each model family makes its own (ModelFamily::MakeTokenizer, engine/model/family.h):

@@ -47,9 +47,9 @@ ABSL_FLAG(std::string, weight_dtype, "float32",
 ABSL_FLAG(std::string, thresholds, "2,0.9,0.8", "CALM thresholds (> 1 = no early exit)");
 ABSL_FLAG(std::string, exit_measure, "softmax",
           "CALM confidence measure the thresholds apply to: softmax, saturation or classifier");
-ABSL_FLAG(std::string, layouts, "per_row,padded",
+ABSL_FLAG(std::string, layouts, "per_row",
           "batched attention layouts to time: per_row (host kernel on the CPU), per_row_ops "
-          "(LibTorch ops per row), padded");
+          "(LibTorch ops per row)");
 ABSL_FLAG(std::string, text_dir, "/usr/lib/python3.11", "*.py files the sessions read");
 ABSL_FLAG(int, max_history, 2000, "longest primed history (tokens)");
 ABSL_FLAG(int, min_history, 0, "shortest primed history (tokens)");
@@ -241,9 +241,13 @@ int main(int argc, char** argv) {
 
   std::vector<std::pair<std::string, AttentionLayout>> layouts;
   for (absl::string_view name : absl::StrSplit(absl::GetFlag(FLAGS_layouts), ',', absl::SkipEmpty())) {
-    layouts.emplace_back(std::string(name), name == "padded"        ? AttentionLayout::kPadded
-                                            : name == "per_row_ops" ? AttentionLayout::kPerRowOps
-                                                                    : AttentionLayout::kPerRow);
+    if (name != "per_row" && name != "per_row_ops") {
+      std::fprintf(stderr, "--layouts: per_row or per_row_ops, got '%s'\n",
+                   std::string(name).c_str());
+      return 2;
+    }
+    layouts.emplace_back(std::string(name), name == "per_row_ops" ? AttentionLayout::kPerRowOps
+                                                                  : AttentionLayout::kPerRow);
   }
 
   {  // Check: one batched step against solo steps, on clones.

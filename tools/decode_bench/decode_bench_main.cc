@@ -198,7 +198,7 @@ absl::Status Run(const std::vector<int64_t>& histories, const std::vector<std::s
                              TimeDecode(*model, memory, *text, warmup, tokens,
                                         mode == "knn" ? datastore.get() : nullptr));
       point.ingest_tok_s = seconds > 0 ? (history - from) / seconds : 0;
-      const mnemo::knn::KnnMemory* store = memory.layer(c.knn_layer).knn_store.get();
+      const mnemo::knn::KnnMemory* store = memory.layer(c.knn_layer).knn_store();
       if (store != nullptr) {
         point.knn_entries = store->size();
         point.knn_mode = mnemo::knn::KnnModeName(store->mode());

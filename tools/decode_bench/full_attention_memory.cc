@@ -3,6 +3,7 @@
 #include <c10/util/Exception.h>
 #include <torch/types.h>
 
+#include <utility>
 #include <vector>
 
 #include "engine/memory/memory_shape.h"
@@ -29,19 +30,23 @@ void FillSynthetic(memory::SessionMemory& memory, int64_t positions) {
   TORCH_CHECK(memory.next_position() == 0, "FillSynthetic needs a fresh memory");
   TORCH_CHECK(positions <= memory.shape().mem_len, "FillSynthetic: more positions than history");
   c10::InferenceMode inference;
-  for (int i = 0; i < memory.num_layers(); ++i) {
-    memory::LayerMemory& layer = memory.layer(i);
-    layer.k_raw.narrow(2, 0, positions).normal_();  // [1, heads, positions, d_head]
-    layer.v_raw.narrow(2, 0, positions).normal_();
-  }
-  // What Plan + Commit record for positions [0, positions): position p in raw slot p (the ring
-  // has history + seg_len slots, so nothing wraps).
+  // What Plan would make for positions [0, positions), less the masks (positions x capacity
+  // bools: too many for a long history): position p in raw slot p (the ring has history +
+  // seg_len slots, so nothing wraps).
   memory::SegmentPlan plan;
   plan.start = 0;
   plan.length = positions;
+  plan.raw_write_slots = torch::arange(positions, torch::kInt64);
   plan.raw_positions_after.assign(memory.shape().raw_capacity(), -1);
   for (int64_t p = 0; p < positions; ++p) plan.raw_positions_after[p] = p;
-  memory.Commit(plan);
+  plan.cmp_groups_after.assign(memory.shape().cmp_capacity(), -1);
+  memory::SegmentWrite write = memory.BeginWrite(std::move(plan));
+  const int64_t heads = memory.shape().heads, d_head = memory.shape().d_head;
+  for (int i = 0; i < memory.num_layers(); ++i) {
+    write.layer(i).WriteRaw(torch::randn({1, heads, positions, d_head}),   // keys
+                            torch::randn({1, heads, positions, d_head}));  // values
+  }
+  write.Commit();
 }
 
 }  // namespace mnemo::tools

@@ -54,7 +54,8 @@ TEST_P(SessionMemoryRingsTest, CreateMakesZeroedDisjointRingsInOneRegion) {
     EXPECT_GE(Address(*ring), end) << "rings follow each other without overlapping";
     end = Address(*ring) + ring->numel() * sizeof(float);
   }
-  EXPECT_EQ(memory.bytes() - (memory.layer(3).knn_store ? memory.layer(3).knn_store->bytes() : 0),
+  const knn::KnnMemory* store = memory.layer(3).knn_store();
+  EXPECT_EQ(memory.bytes() - (store != nullptr ? store->bytes() : 0),
             [&] {
               int64_t total = 0;
               for (const torch::Tensor* ring : rings) total += ring->numel() * 4;
@@ -92,9 +93,9 @@ TEST(SessionMemoryHalfRingsTest, AttentionRingsInFloat16HoldHalfTheBytes) {
       EXPECT_EQ(ring->to(torch::kFloat32).count_nonzero().item<int64_t>(), 0);
     }
   }
-  EXPECT_EQ(Address(half.layer(0).k_raw) % util::kHugePageBytes, 0u);
-  const int64_t store = full.layer(3).knn_store->bytes();
-  EXPECT_EQ(half.layer(3).knn_store->bytes(), store);
+  EXPECT_EQ(Address(half.layer(0).k_raw()) % util::kHugePageBytes, 0u);
+  const int64_t store = full.layer(3).knn_store()->bytes();
+  EXPECT_EQ(half.layer(3).knn_store()->bytes(), store);
   EXPECT_EQ(half.bytes() - store, (full.bytes() - store) / 2);
 }
 
@@ -106,7 +107,7 @@ TEST(SessionMemoryHalfRingsTest, CloneKeepsFloat16RingsValueForValue) {
   for (const torch::Tensor* ring : Rings(memory)) {
     const_cast<torch::Tensor*>(ring)->copy_(torch::randn(ring->sizes()));
   }
-  EXPECT_EQ(memory.layer(3).k_knn.scalar_type(), torch::kFloat32);
+  EXPECT_EQ(memory.layer(3).k_knn().scalar_type(), torch::kFloat32);
   SessionMemory copy = memory.Clone();
   std::vector<const torch::Tensor*> original = Rings(memory), copied = Rings(copy);
   ASSERT_EQ(copied.size(), original.size());

@@ -37,7 +37,7 @@ void ExpectSameMemory(const memory::SessionMemory& a, const memory::SessionMemor
   for (int i = 0; i < a.num_layers(); ++i) {
     const memory::LayerMemory& x = a.layer(i);
     const memory::LayerMemory& y = b.layer(i);
-    ASSERT_EQ(x.k_raw.scalar_type(), y.k_raw.scalar_type()) << what;
+    ASSERT_EQ(x.k_raw().scalar_type(), y.k_raw().scalar_type()) << what;
     // Float16 rings: a value the batched matmuls round differently from the solo ones (~1e-7)
     // may land on the neighbouring float16 value, one unit in its last place (2^-10 relative)
     // away; counted as 0 here, anything further as it is.
@@ -47,17 +47,17 @@ void ExpectSameMemory(const memory::SessionMemory& a, const memory::SessionMemor
       const torch::Tensor d = (a - b).abs();
       return d.masked_fill(d <= a.abs() * (1.0f / 1024) + 1e-7f, 0.0f).max().item<float>();
     };
-    EXPECT_LT(diff(x.k_raw, y.k_raw), 1e-5) << what << " layer " << i;
-    EXPECT_LT(diff(x.v_raw, y.v_raw), 1e-5) << what << " layer " << i;
-    ASSERT_EQ(x.k_cmp.defined(), y.k_cmp.defined()) << what;
-    if (x.k_cmp.defined()) {
-      EXPECT_LT(diff(x.k_cmp, y.k_cmp), 1e-5) << what << " layer " << i;
-      EXPECT_LT(diff(x.v_cmp, y.v_cmp), 1e-5) << what << " layer " << i;
+    EXPECT_LT(diff(x.k_raw(), y.k_raw()), 1e-5) << what << " layer " << i;
+    EXPECT_LT(diff(x.v_raw(), y.v_raw()), 1e-5) << what << " layer " << i;
+    ASSERT_EQ(x.k_cmp().defined(), y.k_cmp().defined()) << what;
+    if (x.k_cmp().defined()) {
+      EXPECT_LT(diff(x.k_cmp(), y.k_cmp()), 1e-5) << what << " layer " << i;
+      EXPECT_LT(diff(x.v_cmp(), y.v_cmp()), 1e-5) << what << " layer " << i;
     }
-    ASSERT_EQ(x.knn_store == nullptr, y.knn_store == nullptr) << what;
-    if (x.knn_store != nullptr) {
-      EXPECT_EQ(x.knn_store->next_position(), y.knn_store->next_position()) << what;
-      EXPECT_EQ(x.knn_store->size(), y.knn_store->size()) << what;
+    ASSERT_EQ(x.knn_store() == nullptr, y.knn_store() == nullptr) << what;
+    if (x.knn_store() != nullptr) {
+      EXPECT_EQ(x.knn_store()->next_position(), y.knn_store()->next_position()) << what;
+      EXPECT_EQ(x.knn_store()->size(), y.knn_store()->size()) << what;
     }
   }
 }
@@ -201,9 +201,9 @@ TEST_P(BatchDecoderTest, Float16RingsMatchSoloForward) {
   for (int history : {0, 300, 2000}) owned.push_back(Primed(history, history + 31, half));
   owned.push_back(Primed(120, 34, half_no_cmp));
   owned.push_back(Primed(90, 35));
-  ASSERT_EQ(owned[0]->batched.layer(0).k_raw.scalar_type(), torch::kFloat16);
-  ASSERT_EQ(owned[1]->batched.layer(1).v_cmp.scalar_type(), torch::kFloat16);
-  ASSERT_EQ(owned[4]->batched.layer(0).k_raw.scalar_type(), torch::kFloat32);
+  ASSERT_EQ(owned[0]->batched.layer(0).k_raw().scalar_type(), torch::kFloat16);
+  ASSERT_EQ(owned[1]->batched.layer(1).v_cmp().scalar_type(), torch::kFloat16);
+  ASSERT_EQ(owned[4]->batched.layer(0).k_raw().scalar_type(), torch::kFloat32);
   StepTogetherAndCompare(owned, 9);
 }
 
@@ -420,13 +420,11 @@ TEST_P(BatchDecoderTest, RejectsBadRowsWithoutTouchingMemory) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, BatchDecoderTest,
-                         ::testing::Values(AttentionLayout::kPerRow, AttentionLayout::kPerRowOps,
-                                           AttentionLayout::kPadded),
+                         ::testing::Values(AttentionLayout::kPerRow, AttentionLayout::kPerRowOps),
                          [](const ::testing::TestParamInfo<AttentionLayout>& info) {
                            switch (info.param) {
                              case AttentionLayout::kPerRow: return std::string("PerRow");
                              case AttentionLayout::kPerRowOps: return std::string("PerRowOps");
-                             case AttentionLayout::kPadded: return std::string("Padded");
                            }
                            return std::string("Unknown");
                          });

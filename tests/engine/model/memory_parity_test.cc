@@ -285,7 +285,7 @@ TEST_P(KnnStoreTest, MatchesTrainingRing) {
   memory::SessionMemory ring = model_->transformer()->NewMemory(
       1, torch::kCPU, /*compressive=*/GetParam().cmem_len > 0, /*knn_mem_len=*/-1,
       /*knn_store=*/false);
-  ASSERT_EQ(ring.layer(model_->config().knn_layer).knn_store, nullptr);
+  ASSERT_EQ(ring.layer(model_->config().knn_layer).knn_store(), nullptr);
   torch::Tensor via_ring = FeedInPieces(*model_, ring, tokens_, {7, 16, 9});
   EXPECT_LT((via_ring - full_).abs().max().item<float>(), 1e-4);
 }
@@ -298,8 +298,8 @@ TEST_P(KnnStoreTest, PastItsExactThresholdStaysClose) {
   auto memory = model_->NewMemory(options);
   torch::Tensor approximate = FeedInPieces(*model_, memory, tokens_, {5});
   const int layer = model_->config().knn_layer;
-  ASSERT_NE(memory.layer(layer).knn_store, nullptr);
-  EXPECT_EQ(memory.layer(layer).knn_store->mode(), knn::KnnMode::kIvf);
+  ASSERT_NE(memory.layer(layer).knn_store(), nullptr);
+  EXPECT_EQ(memory.layer(layer).knn_store()->mode(), knn::KnnMode::kIvf);
   const float mean_diff = (approximate - full_).abs().mean().item<float>();
   EXPECT_LT(mean_diff, 0.05) << "IVF kNN drifted from exact kNN";
 }
@@ -315,7 +315,8 @@ TEST_P(MemoryParityTest, CompressionIsLateAndBatched) {
   memory::SessionMemory memory = model_->NewMemory();
   int64_t formed = 0, passes = 0;
   for (int64_t end = 1; end <= 400; ++end) {
-    memory::SegmentPlan plan = memory.Plan(1);
+    memory::SegmentWrite write = memory.BeginWrite(1);
+    const memory::SegmentPlan& plan = write.plan();
     if (end <= c.mem_len) {
       EXPECT_EQ(plan.new_groups, 0) << "at position " << end - 1;
     }
@@ -325,7 +326,7 @@ TEST_P(MemoryParityTest, CompressionIsLateAndBatched) {
     EXPECT_GE(formed, needed) << "at position " << end - 1;
     EXPECT_LE(formed * c.cmem_rate, end) << "at position " << end - 1;
     EXPECT_EQ(plan.cmp_filled_after, std::min<int64_t>(formed, memory.shape().cmp_capacity()));
-    memory.Commit(plan);
+    write.Commit();
   }
   EXPECT_GT(formed, 100);
   EXPECT_LT(passes * 2, formed) << passes << " passes for " << formed << " groups";

@@ -90,8 +90,8 @@ TEST_F(ParallelDecoderTest, ShardsGiveWhatOneStepGives) {
   for (size_t r = 0; r < reference_.size(); ++r) {
     ASSERT_EQ(parallel_[r].next_position(), reference_[r].next_position());
     for (int i = 0; i < reference_[r].num_layers(); ++i) {
-      EXPECT_LT(MaxDiff(parallel_[r].layer(i).k_raw, reference_[r].layer(i).k_raw), 1e-5);
-      EXPECT_LT(MaxDiff(parallel_[r].layer(i).v_cmp, reference_[r].layer(i).v_cmp), 1e-5);
+      EXPECT_LT(MaxDiff(parallel_[r].layer(i).k_raw(), reference_[r].layer(i).k_raw()), 1e-5);
+      EXPECT_LT(MaxDiff(parallel_[r].layer(i).v_cmp(), reference_[r].layer(i).v_cmp()), 1e-5);
     }
     EXPECT_EQ(parallel_[r].knn_entries(), reference_[r].knn_entries());
   }

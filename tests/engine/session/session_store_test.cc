@@ -213,7 +213,7 @@ TEST_F(SessionStoreTest, CloneIsADeepCopy) {
   SequenceState copy = a->state.Clone();
   EXPECT_EQ(copy.tokens_seen, 7);
   EXPECT_EQ(copy.memory.bytes(), a->state.memory.bytes());
-  EXPECT_NE(copy.memory.layer(0).k_raw.data_ptr(), a->state.memory.layer(0).k_raw.data_ptr());
+  EXPECT_NE(copy.memory.layer(0).k_raw().data_ptr(), a->state.memory.layer(0).k_raw().data_ptr());
 }
 
 }  // namespace
