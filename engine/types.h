@@ -22,7 +22,7 @@ struct SamplingOptions {
   std::optional<uint64_t> seed;     // unset = drawn from the engine's entropy
 };
 
-// kNN-LM interpolation with a datastore (DESIGN.md §4). Unset fields take the datastore's
+// kNN-LM interpolation with a datastore (docs/design.md §4). Unset fields take the datastore's
 // defaults (`--datastore NAME=DIR,lambda=...`).
 struct KnnLmOptions {
   std::string datastore;              // a --datastore NAME, or "session" (the session's own)
@@ -31,7 +31,7 @@ struct KnnLmOptions {
   std::optional<float> temperature;   // > 0, in squared-L2 units of the keys
 };
 
-// CALM early exit (DESIGN.md §5): each generated token leaves the network at the first layer
+// CALM early exit (docs/design.md §5): each generated token leaves the network at the first layer
 // whose confidence (by `measure`) reaches λ_t, the request's threshold relaxed along the
 // output. Validation resolves both unset fields (the scheduler's ValidateGenerate).
 struct EarlyExitOptions {

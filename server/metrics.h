@@ -1,4 +1,4 @@
-// Metrics: the server's Prometheus metrics (DESIGN.md §7) and, optionally, the HTTP endpoint
+// Metrics: the server's Prometheus metrics (docs/design.md §7) and, optionally, the HTTP endpoint
 // that serves them at /metrics.
 //
 // Owns a prometheus::Registry (prometheus-cpp core) and, when a listen address is given, a

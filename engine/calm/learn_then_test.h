@@ -1,4 +1,4 @@
-// Learn then Test for CALM's exit threshold (DESIGN.md §5): from measured candidates to the
+// Learn then Test for CALM's exit threshold (docs/design.md §5): from measured candidates to the
 // loosest threshold whose risk is certified <= δ with probability >= 1 − ε.
 //
 // Candidates are tested strict to loose (descending threshold) with Hoeffding–Bentkus

@@ -1,4 +1,4 @@
-// The CALM exit-threshold schedule (DESIGN.md §5): a calibrated threshold λ relaxes as a
+// The CALM exit-threshold schedule (docs/design.md §5): a calibrated threshold λ relaxes as a
 // generation proceeds, λ_t = clip(0.9·λ + 0.1·exp(−τ·t/N)) to [0, 1].
 //
 // Pure functions; the scheduler calls ScheduledThreshold once per decode step and row.

@@ -1,4 +1,5 @@
-// Datastore: one kNN-LM datastore directory opened read-only (DESIGN.md §4, docs/datastores.md).
+// Datastore: one kNN-LM datastore directory opened read-only (docs/design.md §4,
+// docs/datastores.md).
 //
 // Owns the FAISS index (IVF lists memory-mapped with IO_FLAG_MMAP; a flat index is read into
 // RAM) and read-only mappings of values.bin and keys.f16. Immutable after Open: Search and the

@@ -1,5 +1,5 @@
 // DatastoreCatalog: the shared kNN-LM datastores a server loaded (`--datastore NAME=DIR`), by
-// name, each with the kNN-LM defaults requests fall back to (DESIGN.md §4).
+// name, each with the kNN-LM defaults requests fall back to (docs/design.md §4).
 //
 // Owns every Datastore. Immutable after Open, so it is shared read-only (std::shared_ptr<const>)
 // by the engine facade (listing, validation on callers' threads) and the loop thread (search).

@@ -1,4 +1,4 @@
-// kNN-LM interpolation (Khandelwal et al. 2020; DESIGN.md §4), in log space:
+// kNN-LM interpolation (Khandelwal et al. 2020; docs/design.md §4), in log space:
 //   log p(y) = logsumexp(log λ + log p_kNN(y), log(1-λ) + log p_LM(y))
 //   p_kNN(y) ∝ Σ_{hits i with value y} exp(-d_i / T)
 // Pure function; thread-safe.

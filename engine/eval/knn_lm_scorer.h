@@ -1,4 +1,4 @@
-// Scoring one document with a model plus a kNN-LM datastore (DESIGN.md §4) over a grid of
+// Scoring one document with a model plus a kNN-LM datastore (docs/design.md §4) over a grid of
 // (λ, T) pairs, from ONE forward pass and ONE datastore search per chunk.
 //
 // Per chunk: Model::Forward returns the LM log-probs and the kNN-LM keys; Datastore::Search

@@ -1,6 +1,6 @@
-// KnnMemory: one session's kNN memory for one kNN layer (Memorizing Transformer, DESIGN.md §2-3):
-// per head, the (key, value) pairs of the last `capacity` positions, searchable by inner product
-// with a per-query position window.
+// KnnMemory: one session's kNN memory for one kNN layer (Memorizing Transformer, docs/design.md
+// §2-3): per head, the (key, value) pairs of the last `capacity` positions, searchable by inner
+// product with a per-query position window.
 //
 // Owns: key and value rings (the source of truth for every result) and, once the memory has grown
 // past `exact_threshold` entries, one FAISS IVF index per head (a copy of the keys, used only to

@@ -1,7 +1,7 @@
 // SegmentPlan: everything a layer needs to append one segment to its memory and attend over
 // it, computed once per segment (it is the same for every layer).
 //
-// Visibility follows DESIGN.md §2 "memory is defined per position": query t sees raw positions
+// Visibility follows docs/design.md §2 "memory is defined per position": query t sees raw positions
 // [t - mem_len, t] and compressed groups g with (g + 1) * rate <= t - mem_len, the newest
 // cmem_len of them. Group g holds positions [g * rate, (g + 1) * rate); its compressed slot is a
 // function of those positions' keys/values alone, so results never depend on where segment

@@ -1,6 +1,6 @@
 // SessionMemory: everything one sequence (or a batch of aligned sequences) remembers: per
 // layer, the raw recurrence (XL) memory and the compressed memory as preallocated ring
-// buffers of keys/values, the kNN layer's entries, plus the slot maps they share (DESIGN.md
+// buffers of keys/values, the kNN layer's entries, plus the slot maps they share (docs/design.md
 // §2-3). ForEachPiece below is the one list of that state.
 //
 // Owned by one session (session::SequenceState) or one one-shot request. Thread-safety: none

@@ -1,4 +1,4 @@
-// BatchDecoder: one decode step for many sessions at once (continuous batching, DESIGN.md §5).
+// BatchDecoder: one decode step for many sessions at once (continuous batching, docs/design.md §5).
 //
 // Each row is one session's next token and that session's own memory. The step computes, for
 // every row, exactly what Model::Forward({token}, memory, Outputs::kLast) would (or, with an

@@ -1,5 +1,5 @@
-// ExitMeasure: the CALM confidence measures a token may exit early on (DESIGN.md §5), and their
-// names in config.json, flags and the API. Plain values; no dependencies. How each measure is
+// ExitMeasure: the CALM confidence measures a token may exit early on (docs/design.md §5), and
+// their names in config.json, flags and the API. Plain values; no dependencies. How each measure is
 // computed is in exit_confidence.h.
 #ifndef MNEMO_ENGINE_MODEL_EXIT_MEASURE_H_
 #define MNEMO_ENGINE_MODEL_EXIT_MEASURE_H_

@@ -1,8 +1,9 @@
-// The CALM exit rule (DESIGN.md §5), in one place for solo decode (Transformer::ForwardWithExit,
-// a tensor of tokens at once) and batched decode (BatchDecoder, row by row): after a layer other
-// than the last, a token still in the network leaves when its confidence (exit_confidence.h)
-// reaches its threshold, confidence >= threshold. Confidences lie in [0, 1], so a threshold > 1
-// never exits; nor does a NaN confidence. Plain functions; any thread.
+// The CALM exit rule (docs/design.md §5), in one place for solo decode
+// (Transformer::ForwardWithExit, a tensor of tokens at once) and batched decode (BatchDecoder, row
+// by row): after a layer other than the last, a token still in the network leaves when its
+// confidence (exit_confidence.h) reaches its threshold, confidence >= threshold. Confidences lie
+// in [0, 1], so a threshold > 1 never exits; nor does a NaN confidence. Plain functions; any
+// thread.
 #ifndef MNEMO_ENGINE_MODEL_EXIT_RULE_H_
 #define MNEMO_ENGINE_MODEL_EXIT_RULE_H_
 

@@ -1,5 +1,5 @@
 // Model: a loaded model of any registered family (family.h, family_registry.h; the native one
-// is mnemo-xl, DESIGN.md §2) and its forward pass over session memory.
+// is mnemo-xl, docs/design.md §2) and its forward pass over session memory.
 //
 // Owns its family's Network (its weights, memory-mapped from the directory's files and
 // converted to the compute dtype on the configured device), its tokenizer and, when the
@@ -138,7 +138,7 @@ class Model {
   // Feeds `tokens` (any count >= 1) through the model in segments of seg_len, appending each
   // position to `memory`. Returns next-token log-probabilities, float32 on CPU:
   // [tokens.size(), vocab] for Outputs::kAll, [1, vocab] for Outputs::kLast.
-  // Results do not depend on how a sequence is split across calls (DESIGN.md §2).
+  // Results do not depend on how a sequence is split across calls (docs/design.md §2).
   // If `knn_lm_keys` is set it receives, for the same positions, the last layer's
   // post-LayerNorm feed-forward input ([n or 1, d_model] float32 CPU): the kNN-LM key.
   absl::StatusOr<torch::Tensor> Forward(absl::Span<const int> tokens,

@@ -31,7 +31,7 @@ struct ModelConfig {
   int d_ff = 512;         // 4 * d_model unless set
   float layer_norm_eps = 1e-5f;
 
-  // Memory (DESIGN.md §2): query t attends to raw positions [t - mem_len, t] and to the last
+  // Memory (docs/design.md §2): query t attends to raw positions [t - mem_len, t] and to the last
   // cmem_len compressed slots whose cmem_rate positions all lie before t - mem_len.
   int seg_len = 128;      // positions per ingestion segment
   int mem_len = 128;      // raw recurrence memory (positions)

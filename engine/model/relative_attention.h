@@ -1,5 +1,5 @@
 // RelativeAttention: Transformer-XL multi-head attention with u/v biases and relative
-// positions, over a layer's raw ring memory and compressed memory (DESIGN.md §2).
+// positions, over a layer's raw ring memory and compressed memory (docs/design.md §2).
 //
 //   score(t, j) = ((q_t + u) . k_j + (q_t + v) . r_{dist(t, j)}) / sqrt(d_head)
 //
@@ -51,7 +51,7 @@ class RelativeAttentionImpl : public torch::nn::Module {
 
   // Batched decode (relative_attention_decode.cc): one new position per row, each row with its
   // own batch-1 memory. x: [B, d_model], the layer-normalised input of every row (exited rows
-  // included: their keys/values still enter the memory, DESIGN.md §5). Appends every row's
+  // included: their keys/values still enter the memory, docs/design.md §5). Appends every row's
   // key/value (and completed compressed groups, and kNN entries) to memory layer `layer`, then
   // attends for the active rows only. Returns [A, d_model] for `active`. Inference only. With
   // packed weights an exited row's query is not computed: its share of the qkv product is the

@@ -31,7 +31,7 @@ class TransformerImpl : public torch::nn::Module {
   // before the final LayerNorm. If `layer_outputs` is set it receives every layer's output
   // (n_layers tensors [B, S, d_model], the last equal to the return value) for CALM losses.
   // If `knn_lm_keys` is set it receives the last layer's post-LayerNorm feed-forward input
-  // [B, S, d_model]: the kNN-LM datastore key of each position (DESIGN.md §4).
+  // [B, S, d_model]: the kNN-LM datastore key of each position (docs/design.md §4).
   torch::Tensor forward(const torch::Tensor& tokens, memory::SessionMemory& memory,
                         std::vector<torch::Tensor>* layer_outputs = nullptr,
                         torch::Tensor* knn_lm_keys = nullptr);

@@ -22,7 +22,7 @@ class TransformerBlockImpl : public torch::nn::Module {
 
   // h: [B, S, d_model] -> [B, S, d_model], appending the segment to this layer's memory
   // through `write`. If `ffn_input` is set it receives the feed-forward input after its
-  // LayerNorm, [B, S, d_model] (the kNN-LM key, DESIGN.md §4).
+  // LayerNorm, [B, S, d_model] (the kNN-LM key, docs/design.md §4).
   torch::Tensor forward(const torch::Tensor& h, memory::LayerWrite write,
                         const torch::Tensor& sinusoid, torch::Tensor* ffn_input = nullptr);
 

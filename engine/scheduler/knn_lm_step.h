@@ -1,5 +1,6 @@
 // kNN-LM for one request: which datastore it reads and with what parameters, resolved once at
-// admission, and the step that turns the model's log-probs into interpolated ones (DESIGN.md §4).
+// admission, and the step that turns the model's log-probs into interpolated ones (docs/design.md
+// §4).
 //
 // Shared datastores are borrowed from the DatastoreCatalog (which outlives every task); a
 // session's private datastore is looked up in the session at each step, since text may be

@@ -46,7 +46,7 @@
 
 namespace mnemo::scheduler {
 
-// Per-session kNN memory sizes (entries per head; DESIGN.md §3).
+// Per-session kNN memory sizes (entries per head; docs/design.md §3).
 struct KnnLimits {
   int64_t default_capacity = 0;  // sessions that ask for 0, and one-shot requests; 0 = model's
   int64_t exact_threshold = 0;   // exact search up to this size, FAISS IVF beyond; 0 = default

@@ -1,4 +1,4 @@
-// Trainer: trains a native mnemo model with the same blocks the server runs (DESIGN.md §2).
+// Trainer: trains a native mnemo model with the same blocks the server runs (docs/design.md §2).
 //
 // Transformer-XL training: each row streams its documents in order, one segment per step,
 // memory detached between segments and reset between documents. Losses: next-byte cross

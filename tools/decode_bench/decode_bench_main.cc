@@ -1,4 +1,4 @@
-// mnemo-decode-bench: per-token decode latency as one session's history grows (DESIGN.md §8:
+// mnemo-decode-bench: per-token decode latency as one session's history grows (docs/design.md §8:
 // 1K -> 1M tokens, ratio <= 1.3), for mnemo's bounded memory with and without its kNN layer,
 // and for a full-attention baseline (every past position visible, no memory bound).
 //

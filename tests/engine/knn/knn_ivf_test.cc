@@ -153,7 +153,7 @@ TEST_F(KnnIvfTest, CloneIsIdenticalThenIndependent) {
 }
 
 // One head, d = 64, one million entries through the default configuration (threshold 65536,
-// nlist 4096, nprobe 8): the size DESIGN.md says the memory must scale to.
+// nlist 4096, nprobe 8): the size docs/design.md says the memory must scale to.
 TEST(KnnIvfScaleTest, RecallAtOneMillionEntries) {
   constexpr int64_t kEntries = int64_t{1} << 20, kChunk = 65536, kQueries = 256;
   ClusteredKeys data(/*centres=*/3000, /*dim=*/64, /*noise=*/1.0, /*seed=*/21);

@@ -1,4 +1,4 @@
-// The central correctness test of the engine (DESIGN.md §2): a text processed in one call,
+// The central correctness test of the engine (docs/design.md §2): a text processed in one call,
 // in many calls, segment by segment or token by token gives the same log-probabilities, with
 // and without compressive memory; and it matches an independent, naive per-position
 // implementation of the same definition (no ring buffers, no segment plans).
