@@ -15,7 +15,8 @@
 // [L-1], float32), with the checksum of the weights it was trained for in its metadata. The
 // base model's files, and so its fingerprint (datastore::ModelId), never change.
 //
-// Parameters only, no state between calls. Thread-safety as Model's: the engine's loop thread.
+// Parameters only, no state between calls. Thread-safety as Model's: read-only once loaded, so
+// every thread that runs the model (the loop thread, decode workers) uses it at once.
 #ifndef MNEMO_ENGINE_MODEL_EXIT_CLASSIFIER_H_
 #define MNEMO_ENGINE_MODEL_EXIT_CLASSIFIER_H_
 

@@ -10,10 +10,14 @@
 //   SequenceState::tokens_seen      text tokens fed (usage.session_tokens)
 //   Session::datastore              the private kNN-LM datastore (null until first added to)
 //   Session::id, create_time        identity and age (last_use_time, last_use_seq: LRU order)
-// Not state worth keeping: busy, waiting (requests in flight) and bytes (an accounting cache).
+// Not state worth keeping: busy (a request in flight; the scheduler's SessionQueue holds the
+// ones waiting) and bytes (an accounting cache).
 //
 // Plain data owned by a SessionStore (sessions) or by a one-shot request (a bare
-// SequenceState). Only the engine's loop thread touches them; no locks.
+// SequenceState). No locks: one thread at a time touches a session, handed over by the
+// scheduler's loop thread (docs/design.md §10): the loop thread itself, or for one iteration the
+// decode worker its running task was lent to (a Generate's prompt chunk, a decode row's
+// memory). The SessionStore's own fields (busy, bytes, LRU times) are the loop thread's.
 #ifndef MNEMO_ENGINE_SESSION_SESSION_H_
 #define MNEMO_ENGINE_SESSION_SESSION_H_
 
