@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/model/exit_confidence.h"
+#include "engine/model/family.h"
 #include "engine/model/exit_rule.h"
 #include "engine/util/status_macros.h"
 
@@ -91,7 +92,7 @@ absl::StatusOr<DecodeBatchResult> BatchDecoder::Step(absl::Span<const DecodeRow>
   MNEMO_RETURN_IF_ERROR(Validate(rows));
   try {
     c10::InferenceMode inference;
-    TransformerImpl& net = *model_.transformer();
+    Network& net = model_.network();  // the family's decode pieces (docs/design.md §11)
     const torch::Device device = model_.device();
     const int layers = net.num_layers();
     const int64_t batch = static_cast<int64_t>(rows.size());
@@ -125,8 +126,8 @@ absl::StatusOr<DecodeBatchResult> BatchDecoder::Step(absl::Span<const DecodeRow>
       if (wanted[static_cast<size_t>(ExitMeasure::kHiddenSaturation)]) {
         before = active.all ? h : h.index_select(0, active.index);
       }
-      torch::Tensor out = net.block(i)->Decode(h, i, state, active, net.sinusoid(),
-                                               last && want_keys ? &ffn_input : nullptr);
+      torch::Tensor out =
+          net.DecodeLayer(i, h, state, active, last && want_keys ? &ffn_input : nullptr);
       if (active.rows.empty()) continue;  // keys/values only, for exited rows
       h = active.all ? out : h.index_copy(0, active.index, out);
       if (last) {
@@ -143,7 +144,8 @@ absl::StatusOr<DecodeBatchResult> BatchDecoder::Step(absl::Span<const DecodeRow>
       for (ExitMeasure measure : kExitMeasures) {
         const size_t m = static_cast<size_t>(measure);
         if (!wanted[m]) continue;
-        confidence[m] = ExitConfidence(measure, net, model_.exit_classifier(), i, out, before)
+        auto head = [&net](const torch::Tensor& hidden) { return net.Logits(hidden); };
+        confidence[m] = ExitConfidence(measure, head, model_.exit_classifier(), i, out, before)
                             .to(torch::kCPU, torch::kFloat32)
                             .contiguous();
       }

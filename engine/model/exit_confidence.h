@@ -2,12 +2,13 @@
 // One definition shared by Model::ForwardWithExit (TransformerImpl::ForwardWithExit) and
 // BatchDecoder, so solo and batched decoding make the same exit decisions.
 //
-// Stateless; borrows the network (and classifier) for the call. Loop thread, like the Model.
+// Stateless; borrows the head (and classifier) for the call. Any thread that runs the model.
 #ifndef MNEMO_ENGINE_MODEL_EXIT_CONFIDENCE_H_
 #define MNEMO_ENGINE_MODEL_EXIT_CONFIDENCE_H_
 
 #include <torch/types.h>
 
+#include "absl/functional/function_ref.h"
 #include "engine/model/exit_classifier.h"
 #include "engine/model/exit_measure.h"
 
@@ -21,6 +22,12 @@ class TransformerImpl;
 //   kSoftmaxResponse  top-1 minus top-2 probability of the shared head on `output`
 //   kHiddenSaturation cos(output, input)
 //   kClassifier       classifier->Confidence(output, layer); `classifier` must be set.
+// `head` is the family's shared exit head (Network::Logits: [..., d_model] -> [..., vocab]).
+torch::Tensor ExitConfidence(ExitMeasure measure,
+                             absl::FunctionRef<torch::Tensor(const torch::Tensor&)> head,
+                             const ExitClassifierImpl* classifier, int layer,
+                             const torch::Tensor& output, const torch::Tensor& input);
+// The same with the native network's head (TransformerImpl::Logits).
 torch::Tensor ExitConfidence(ExitMeasure measure, TransformerImpl& net,
                              const ExitClassifierImpl* classifier, int layer,
                              const torch::Tensor& output, const torch::Tensor& input);
