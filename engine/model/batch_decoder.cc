@@ -42,6 +42,7 @@ BatchDecoder::BatchDecoder(Model& model, BatchDecoderOptions options)
 absl::Status BatchDecoder::Validate(absl::Span<const DecodeRow> rows) const {
   const ModelConfig& c = model_.config();
   if (rows.empty()) return absl::InvalidArgumentError("a decode step needs at least one row");
+  const memory::MemoryShape expected = model_.MemoryShapeFor({});
   std::unordered_set<const memory::SessionMemory*> seen;
   for (size_t r = 0; r < rows.size(); ++r) {
     const DecodeRow& row = rows[r];
@@ -64,8 +65,10 @@ absl::Status BatchDecoder::Validate(absl::Span<const DecodeRow> rows) const {
           absl::StrCat("row ", r, ": its memory is already another row's in this step"));
     }
     const memory::MemoryShape& s = row.memory->shape();
-    if (s.batch != 1 || s.layers != c.n_layers || s.heads != c.n_heads || s.d_head != c.d_head ||
-        s.seg_len != c.seg_len || s.mem_len != c.mem_len || s.max_distance != c.MaxDistance() ||
+    // The sizes every memory of this model shares, whatever its MemoryOptions.
+    const memory::MemoryShape& e = expected;
+    if (s.batch != 1 || s.layers != e.layers || s.heads != e.heads || s.d_head != e.d_head ||
+        s.seg_len != e.seg_len || s.mem_len != e.mem_len || s.max_distance != e.max_distance ||
         row.memory->num_layers() != c.n_layers) {
       return absl::InvalidArgumentError(absl::StrCat(
           "row ", r, ": memory does not come from this model's NewMemory (batch ", s.batch,

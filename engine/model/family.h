@@ -126,6 +126,11 @@ class ModelFamily {
   // A randomly initialised network (tests, `mnemo-model init`), deterministic in `seed`.
   virtual std::unique_ptr<Network> RandomNetwork(const ModelConfig& config,
                                                  uint64_t seed) const = 0;
+
+  // Applies the serving window (LoadOptions::window, ::sink_tokens; 0 and -1 = the config's)
+  // to `config` before the network is built. INVALID_ARGUMENT when the family cannot (the
+  // default: a window is part of what the native family was trained with).
+  virtual absl::Status SetWindow(ModelConfig& config, int window, int sink_tokens) const;
 };
 
 }  // namespace mnemo::model

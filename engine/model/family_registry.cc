@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "engine/model/hf/hf_family.h"
 #include "engine/model/mnemo_xl_family.h"
 
 namespace mnemo::model {
@@ -13,8 +14,19 @@ const std::vector<const ModelFamily*>& RegisteredFamilies() {
   // stateless and used until exit.
   static const auto* const families = new std::vector<const ModelFamily*>{
       &MnemoXlFamily::Get(),
+      &hf::HfFamily::Llama(),
+      &hf::HfFamily::Mistral(),
+      &hf::HfFamily::Qwen2(),
+      &hf::HfFamily::Gpt2(),
   };
   return *families;
+}
+
+absl::Status ModelFamily::SetWindow(ModelConfig& /*config*/, int window, int sink_tokens) const {
+  if (window == 0 && sink_tokens <= 0) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--window and --sink_tokens apply to the Hugging Face families; ", std::string(architecture()),
+      " keeps the memory sizes it was trained with (config.json mem_len, cmem_len, knn_mem_len)"));
 }
 
 const ModelFamily* FindFamily(std::string_view architecture) {

@@ -182,6 +182,11 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& dir,
   MNEMO_ASSIGN_OR_RETURN(ConfigFile file, ReadConfigFile(dir));
   MNEMO_ASSIGN_OR_RETURN(ModelConfig config, ParseConfigFile(file));
   const ModelFamily& family = *file.family;
+  if (options.window != 0 || options.sink_tokens != -1) {
+    if (absl::Status s = family.SetWindow(config, options.window, options.sink_tokens); !s.ok()) {
+      return absl::Status(s.code(), absl::StrCat(dir, ": ", s.message()));
+    }
+  }
   MNEMO_ASSIGN_OR_RETURN(std::shared_ptr<const tokenizer::Tokenizer> tokenizer,
                          family.MakeTokenizer(dir, config));
   try {

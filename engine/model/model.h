@@ -56,6 +56,13 @@ struct LoadOptions {
   // with the same weights (and Save writes them). The exit classifier keeps its own float32
   // weights. CPU only.
   torch::ScalarType weight_dtype = torch::kFloat32;
+  // Bounded sessions for the Hugging Face families (`--window`, `--sink_tokens`,
+  // docs/user-guide.md): a query sees itself and the window - 1 positions before it, plus the
+  // sequence's first sink_tokens positions. 0 / -1 = the model's own (its sliding_window, or
+  // min(max_position_embeddings, 4096) positions and no sinks). The native family refuses
+  // both: its memory sizes are part of its training.
+  int window = 0;
+  int sink_tokens = -1;
 };
 
 // LoadOptions::weight_dtype for a `--weight_dtype` value: "float32", "float16" or "bfloat16";

@@ -7,6 +7,7 @@
 
 #include "absl/status/statusor.h"
 #include "engine/model/exit_measure.h"
+#include "engine/model/hf/decoder_config.h"
 #include "engine/tokenizer/byte_tokenizer.h"
 
 namespace mnemo::model {
@@ -60,6 +61,11 @@ struct ModelConfig {
   // The measure a request that names none is served with ("exit_measure", written only when
   // it is not softmax response).
   ExitMeasure exit_measure = ExitMeasure::kSoftmaxResponse;
+
+  // The Hugging Face families' own settings (engine/model/hf/); default (architecture empty)
+  // for mnemo-xl. For those families d_ff is the feed-forward width, n_heads the query heads,
+  // mem_len + 1 the positions a query sees (its window) and clamp_len unused.
+  hf::DecoderConfig decoder;
 
   float ExitThreshold(ExitMeasure measure) const;
   void SetExitThreshold(ExitMeasure measure, float threshold);

@@ -1,0 +1,540 @@
+#include "engine/model/hf/decoder_network.h"
+
+#include <c10/core/InferenceMode.h>
+#include <c10/util/BFloat16.h>
+#include <c10/util/Half.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <set>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "engine/model/exit_confidence.h"
+#include "engine/model/exit_rule.h"
+#include "engine/model/host_attention.h"
+
+namespace mnemo::model::hf {
+namespace {
+
+constexpr double kPi = 3.14159265358979323846;
+
+// RoPE frequencies as transformers computes them (float32), then scaled per rope_type.
+std::vector<double> RotaryFrequencies(const ModelConfig& config) {
+  const DecoderConfig& d = config.decoder;
+  const int half = config.d_head / 2;
+  std::vector<double> inv(half);
+  for (int i = 0; i < half; ++i) {
+    const float exponent = static_cast<float>(2 * i) / static_cast<float>(config.d_head);
+    inv[i] = static_cast<double>(1.0f / std::pow(static_cast<float>(d.rope_theta), exponent));
+  }
+  if (d.rope_scaling == RopeScaling::kLinear) {
+    for (double& f : inv) f /= d.rope_factor;
+  } else if (d.rope_scaling == RopeScaling::kLlama3) {
+    // Llama 3.1's scaling: long wavelengths divided by the factor, short ones kept, the band
+    // between blended.
+    const double old_len = d.rope_original_max_positions;
+    const double low_wavelen = old_len / d.rope_low_freq_factor;
+    const double high_wavelen = old_len / d.rope_high_freq_factor;
+    for (double& f : inv) {
+      const double wavelen = 2 * kPi / f;
+      if (wavelen > low_wavelen) {
+        f = f / d.rope_factor;
+      } else if (wavelen >= high_wavelen) {
+        const double smooth = (old_len / wavelen - d.rope_low_freq_factor) /
+                              (d.rope_high_freq_factor - d.rope_low_freq_factor);
+        f = (1 - smooth) * f / d.rope_factor + smooth * f;
+      }
+      f = static_cast<double>(static_cast<float>(f));
+    }
+  }
+  // transformers holds the frequencies as a buffer of the model's dtype: a checkpoint saved in
+  // bfloat16 or float16 (config.json dtype), loaded as such, computes RoPE from frequencies
+  // rounded to it. The reference outputs for such checkpoints are those; so are ours.
+  for (double& f : inv) {
+    if (d.dtype == "bfloat16") f = static_cast<float>(c10::BFloat16(static_cast<float>(f)));
+    if (d.dtype == "float16") f = static_cast<float>(c10::Half(static_cast<float>(f)));
+  }
+  return inv;
+}
+
+torch::Tensor Silu(const torch::Tensor& x) { return x * torch::sigmoid(x); }
+
+}  // namespace
+
+torch::Tensor Linear::operator()(const torch::Tensor& x) const {
+  if (packed.defined() && packed.Accepts(x) && packed.Current(weight, bias)) {
+    return packed.Apply(x);
+  }
+  return torch::nn::functional::linear(x, weight, bias);
+}
+
+void Linear::Pack(torch::ScalarType strip_type) { packed = PackedLinear(weight, bias, strip_type); }
+
+torch::Tensor Norm::operator()(const torch::Tensor& x) const {
+  if (bias.defined()) {
+    return torch::layer_norm(x, {x.size(-1)}, weight, bias, eps);
+  }
+  torch::Tensor variance = x.pow(2).mean(-1, /*keepdim=*/true);
+  return weight * (x * torch::rsqrt(variance + eps));
+}
+
+DecoderNetwork::DecoderNetwork(const ModelConfig& config)
+    : config_(config),
+      heads_(config.n_heads),
+      kv_heads_(config.decoder.n_kv_heads),
+      d_head_(config.d_head) {
+  if (config.decoder.positions == PositionKind::kRotary) inv_freq_ = RotaryFrequencies(config);
+  final_norm_.eps = config.decoder.norm_eps;
+  layers_.resize(config.n_layers);
+  for (DecoderLayer& layer : layers_) layer.attn_norm.eps = layer.mlp_norm.eps = config.decoder.norm_eps;
+}
+
+absl::StatusOr<std::unique_ptr<DecoderNetwork>> DecoderNetwork::Load(const ModelConfig& config,
+                                                                     Checkpoint& ckpt) {
+  std::unique_ptr<DecoderNetwork> net(new DecoderNetwork(config));
+  const DecoderConfig& dc = config.decoder;
+  const int64_t d = config.d_model, V = config.vocab_size, ff = config.d_ff;
+  const int64_t q_width = int64_t{config.n_heads} * config.d_head;
+  const int64_t kv_width = int64_t{dc.n_kv_heads} * config.d_head;
+  auto take = [&ckpt](torch::Tensor& out, const std::string& name,
+                      std::vector<int64_t> shape) -> absl::Status {
+    absl::StatusOr<torch::Tensor> t = ckpt.Take(name, std::move(shape));
+    if (!t.ok()) return t.status();
+    out = *std::move(t);
+    return absl::OkStatus();
+  };
+#define MNEMO_TAKE(out, name, ...)                                               \
+  if (absl::Status s = take(out, name, __VA_ARGS__); !s.ok()) return s
+
+  if (dc.positions == PositionKind::kLearned) {
+    // GPT-2: Conv1D weights stored [in, out]; names with or without "transformer.".
+    const std::string p = ckpt.Has("transformer.wte.weight") ? "transformer." : "";
+    MNEMO_TAKE(net->embed_, p + "wte.weight", {V, d});
+    MNEMO_TAKE(net->positions_, p + "wpe.weight", {dc.max_positions, d});
+    for (int i = 0; i < config.n_layers; ++i) {
+      DecoderLayer& l = net->layers_[i];
+      const std::string h = absl::StrCat(p, "h.", i, ".");
+      MNEMO_TAKE(l.attn_norm.weight, h + "ln_1.weight", {d});
+      MNEMO_TAKE(l.attn_norm.bias, h + "ln_1.bias", {d});
+      MNEMO_TAKE(l.mlp_norm.weight, h + "ln_2.weight", {d});
+      MNEMO_TAKE(l.mlp_norm.bias, h + "ln_2.bias", {d});
+      torch::Tensor w;
+      MNEMO_TAKE(w, h + "attn.c_attn.weight", {d, 3 * d});
+      l.qkv.weight = w.t().contiguous();
+      MNEMO_TAKE(l.qkv.bias, h + "attn.c_attn.bias", {3 * d});
+      MNEMO_TAKE(w, h + "attn.c_proj.weight", {d, d});
+      l.out.weight = w.t().contiguous();
+      MNEMO_TAKE(l.out.bias, h + "attn.c_proj.bias", {d});
+      MNEMO_TAKE(w, h + "mlp.c_fc.weight", {d, ff});
+      l.gate_up.weight = w.t().contiguous();
+      MNEMO_TAKE(l.gate_up.bias, h + "mlp.c_fc.bias", {ff});
+      MNEMO_TAKE(w, h + "mlp.c_proj.weight", {ff, d});
+      l.down.weight = w.t().contiguous();
+      MNEMO_TAKE(l.down.bias, h + "mlp.c_proj.bias", {d});
+    }
+    MNEMO_TAKE(net->final_norm_.weight, p + "ln_f.weight", {d});
+    MNEMO_TAKE(net->final_norm_.bias, p + "ln_f.bias", {d});
+    torch::Tensor unused;
+    if (ckpt.Has("lm_head.weight")) MNEMO_TAKE(unused, "lm_head.weight", {V, d});
+  } else {
+    MNEMO_TAKE(net->embed_, "model.embed_tokens.weight", {V, d});
+    for (int i = 0; i < config.n_layers; ++i) {
+      DecoderLayer& l = net->layers_[i];
+      const std::string p = absl::StrCat("model.layers.", i, ".");
+      MNEMO_TAKE(l.attn_norm.weight, p + "input_layernorm.weight", {d});
+      MNEMO_TAKE(l.mlp_norm.weight, p + "post_attention_layernorm.weight", {d});
+      torch::Tensor q, k, v;
+      MNEMO_TAKE(q, p + "self_attn.q_proj.weight", {q_width, d});
+      MNEMO_TAKE(k, p + "self_attn.k_proj.weight", {kv_width, d});
+      MNEMO_TAKE(v, p + "self_attn.v_proj.weight", {kv_width, d});
+      l.qkv.weight = torch::cat({q, k, v}, 0);
+      if (dc.qkv_bias) {
+        MNEMO_TAKE(q, p + "self_attn.q_proj.bias", {q_width});
+        MNEMO_TAKE(k, p + "self_attn.k_proj.bias", {kv_width});
+        MNEMO_TAKE(v, p + "self_attn.v_proj.bias", {kv_width});
+        l.qkv.bias = torch::cat({q, k, v}, 0);
+      }
+      MNEMO_TAKE(l.out.weight, p + "self_attn.o_proj.weight", {d, q_width});
+      if (dc.out_bias) MNEMO_TAKE(l.out.bias, p + "self_attn.o_proj.bias", {d});
+      torch::Tensor gate, up;
+      MNEMO_TAKE(gate, p + "mlp.gate_proj.weight", {ff, d});
+      MNEMO_TAKE(up, p + "mlp.up_proj.weight", {ff, d});
+      l.gate_up.weight = torch::cat({gate, up}, 0);
+      MNEMO_TAKE(l.down.weight, p + "mlp.down_proj.weight", {d, ff});
+      if (dc.mlp_bias) {
+        MNEMO_TAKE(gate, p + "mlp.gate_proj.bias", {ff});
+        MNEMO_TAKE(up, p + "mlp.up_proj.bias", {ff});
+        l.gate_up.bias = torch::cat({gate, up}, 0);
+        MNEMO_TAKE(l.down.bias, p + "mlp.down_proj.bias", {d});
+      }
+    }
+    MNEMO_TAKE(net->final_norm_.weight, "model.norm.weight", {d});
+    if (!dc.tied_head) {
+      MNEMO_TAKE(net->head_.weight, "lm_head.weight", {V, d});
+    } else if (ckpt.Has("lm_head.weight")) {
+      torch::Tensor unused;
+      MNEMO_TAKE(unused, "lm_head.weight", {V, d});
+    }
+  }
+#undef MNEMO_TAKE
+  if (!net->head_.weight.defined()) net->head_.weight = net->embed_;
+  if (absl::Status s = ckpt.Finish(); !s.ok()) return s;
+  return net;
+}
+
+std::unique_ptr<DecoderNetwork> DecoderNetwork::Random(const ModelConfig& config, uint64_t seed) {
+  std::unique_ptr<DecoderNetwork> net(new DecoderNetwork(config));
+  const DecoderConfig& dc = config.decoder;
+  torch::manual_seed(seed);
+  const int64_t d = config.d_model, V = config.vocab_size, ff = config.d_ff;
+  const int64_t q_width = int64_t{config.n_heads} * config.d_head;
+  const int64_t kv_width = int64_t{dc.n_kv_heads} * config.d_head;
+  auto normal = [](std::vector<int64_t> shape) { return torch::randn(shape) * 0.1; };
+  auto norm = [&dc, d](Norm& n) {
+    n.weight = torch::ones({d});
+    if (dc.layer_norm) n.bias = torch::zeros({d});
+  };
+  net->embed_ = normal({V, d});
+  if (dc.positions == PositionKind::kLearned) net->positions_ = normal({dc.max_positions, d});
+  for (DecoderLayer& l : net->layers_) {
+    norm(l.attn_norm);
+    norm(l.mlp_norm);
+    l.qkv.weight = normal({q_width + 2 * kv_width, d});
+    if (dc.qkv_bias) l.qkv.bias = normal({q_width + 2 * kv_width});
+    l.out.weight = normal({d, q_width});
+    if (dc.out_bias) l.out.bias = normal({d});
+    l.gate_up.weight = normal({dc.gelu_mlp ? ff : 2 * ff, d});
+    if (dc.mlp_bias) l.gate_up.bias = normal({dc.gelu_mlp ? ff : 2 * ff});
+    l.down.weight = normal({d, ff});
+    if (dc.mlp_bias) l.down.bias = normal({d});
+  }
+  norm(net->final_norm_);
+  net->head_.weight = dc.tied_head ? net->embed_ : normal({V, d});
+  return net;
+}
+
+std::vector<torch::Tensor*> DecoderNetwork::Parameters() {
+  std::vector<torch::Tensor*> out = {&embed_, &positions_};
+  for (DecoderLayer& l : layers_) {
+    for (torch::Tensor* t :
+         {&l.attn_norm.weight, &l.attn_norm.bias, &l.mlp_norm.weight, &l.mlp_norm.bias,
+          &l.qkv.weight, &l.qkv.bias, &l.out.weight, &l.out.bias, &l.gate_up.weight,
+          &l.gate_up.bias, &l.down.weight, &l.down.bias}) {
+      out.push_back(t);
+    }
+  }
+  out.push_back(&final_norm_.weight);
+  out.push_back(&final_norm_.bias);
+  if (!head_.weight.is_same(embed_)) out.push_back(&head_.weight);
+  std::vector<torch::Tensor*> defined;
+  for (torch::Tensor* t : out) {
+    if (t->defined()) defined.push_back(t);
+  }
+  return defined;
+}
+
+std::vector<const torch::Tensor*> DecoderNetwork::Parameters() const {
+  std::vector<const torch::Tensor*> out;
+  for (torch::Tensor* t : const_cast<DecoderNetwork*>(this)->Parameters()) out.push_back(t);
+  return out;
+}
+
+void DecoderNetwork::Rotary(const std::vector<int64_t>& positions, torch::Tensor& cos,
+                            torch::Tensor& sin) const {
+  const int64_t n = static_cast<int64_t>(positions.size());
+  const int64_t half = static_cast<int64_t>(inv_freq_.size());
+  cos = torch::empty({n, half}, torch::kFloat32);
+  sin = torch::empty({n, half}, torch::kFloat32);
+  float* c = cos.data_ptr<float>();
+  float* s = sin.data_ptr<float>();
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t j = 0; j < half; ++j) {
+      // In double: a position in the millions keeps its angle exact to float32.
+      const double angle = static_cast<double>(positions[i]) * inv_freq_[j];
+      c[i * half + j] = static_cast<float>(std::cos(angle));
+      s[i * half + j] = static_cast<float>(std::sin(angle));
+    }
+  }
+}
+
+torch::Tensor DecoderNetwork::Rotate(const torch::Tensor& x, const torch::Tensor& cos,
+                                     const torch::Tensor& sin) {
+  const int64_t half = x.size(-1) / 2;
+  torch::Tensor x1 = x.narrow(-1, 0, half), x2 = x.narrow(-1, half, half);
+  return torch::cat({x1 * cos - x2 * sin, x2 * cos + x1 * sin}, -1);
+}
+
+torch::Tensor DecoderNetwork::EmbedSegment(const torch::Tensor& tokens, int64_t start) {
+  const int64_t S = tokens.size(1);
+  torch::Tensor h = embed_.index_select(0, tokens.reshape({-1})).view({1, S, -1});
+  if (positions_.defined()) {
+    TORCH_CHECK(start + S <= positions_.size(0), config_.decoder.architecture, " sees at most ",
+                positions_.size(0), " positions (n_positions); this sequence reaches ",
+                start + S);
+    h = h + positions_.narrow(0, start, S).unsqueeze(0);
+  }
+  return h;
+}
+
+torch::Tensor DecoderNetwork::FeedForward(const DecoderLayer& layer, const torch::Tensor& x) const {
+  if (config_.decoder.gelu_mlp) {
+    return layer.down(torch::gelu(layer.gate_up(x), "tanh"));
+  }
+  torch::Tensor gu = layer.gate_up(x);
+  const int64_t ff = config_.d_ff;
+  return layer.down(Silu(gu.narrow(-1, 0, ff)) * gu.narrow(-1, ff, ff));
+}
+
+torch::Tensor DecoderNetwork::LayerForward(int index, const torch::Tensor& h,
+                                           memory::LayerWrite write, const torch::Tensor& cos,
+                                           const torch::Tensor& sin, torch::Tensor* ffn_input) {
+  const DecoderLayer& layer = layers_[index];
+  const int64_t S = h.size(1), G = heads_ / kv_heads_;
+  torch::Tensor qkv = layer.qkv(layer.attn_norm(h));  // [1, S, (H + 2 Hkv) dh]
+  torch::Tensor q = qkv.narrow(-1, 0, heads_ * d_head_).view({1, S, heads_, d_head_}).transpose(1, 2);
+  torch::Tensor k = qkv.narrow(-1, heads_ * d_head_, kv_heads_ * d_head_)
+                        .view({1, S, kv_heads_, d_head_}).transpose(1, 2);
+  torch::Tensor v = qkv.narrow(-1, (heads_ + kv_heads_) * d_head_, kv_heads_ * d_head_)
+                        .view({1, S, kv_heads_, d_head_}).transpose(1, 2);
+  if (cos.defined()) {
+    q = Rotate(q, cos, sin);  // [1, H, S, dh]
+    k = Rotate(k, cos, sin);  // [1, Hkv, S, dh]
+  }
+  write.WriteRaw(k, v);
+  const memory::LayerMemory& m = write.memory();
+  const int64_t R = m.k_raw().size(2);
+  torch::Tensor keys = m.k_raw().to(torch::kFloat32);    // [1, Hkv, R, dh]
+  torch::Tensor values = m.v_raw().to(torch::kFloat32);
+  // Grouped queries: head h reads key/value head h / G.
+  torch::Tensor qg = q.reshape({1, kv_heads_, G * S, d_head_});
+  torch::Tensor scores = torch::matmul(qg, keys.transpose(-1, -2)) *
+                         static_cast<float>(1.0 / std::sqrt(static_cast<double>(d_head_)));
+  scores = scores.view({1, kv_heads_, G, S, R});
+  const torch::Tensor& mask = write.plan().raw_mask;  // [1, 1, S, R]
+  scores.masked_fill_(mask.unsqueeze(2).logical_not(), -std::numeric_limits<float>::infinity());
+  torch::Tensor p = torch::softmax(scores, -1).view({1, kv_heads_, G * S, R});
+  torch::Tensor y = torch::matmul(p, values)  // [1, Hkv, G S, dh]
+                        .view({1, heads_, S, d_head_})
+                        .transpose(1, 2)
+                        .reshape({1, S, heads_ * d_head_});
+  torch::Tensor x = h + layer.out(y);
+  torch::Tensor normed = layer.mlp_norm(x);
+  if (ffn_input != nullptr) *ffn_input = normed;
+  return x + FeedForward(layer, normed);
+}
+
+torch::Tensor DecoderNetwork::ForwardSegment(const torch::Tensor& tokens,
+                                             memory::SessionMemory& memory,
+                                             torch::Tensor* knn_lm_keys) {
+  const int64_t S = tokens.size(1), start = memory.next_position();
+  torch::Tensor h = EmbedSegment(tokens, start);
+  memory::SegmentWrite write = memory.BeginWrite(S);  // abandoned if a layer throws
+  torch::Tensor cos, sin;
+  if (!inv_freq_.empty()) {
+    std::vector<int64_t> positions(S);
+    for (int64_t i = 0; i < S; ++i) positions[i] = start + i;
+    Rotary(positions, cos, sin);
+    cos = cos.to(h.device());
+    sin = sin.to(h.device());
+  }
+  for (int i = 0; i < num_layers(); ++i) {
+    torch::Tensor* keys = i + 1 == num_layers() ? knn_lm_keys : nullptr;
+    h = LayerForward(i, h, write.layer(i), cos, sin, keys);
+  }
+  write.Commit();
+  return h;
+}
+
+torch::Tensor DecoderNetwork::ForwardSegmentWithExit(const torch::Tensor& tokens,
+                                                     memory::SessionMemory& memory,
+                                                     float threshold, ExitMeasure measure,
+                                                     const ExitClassifierImpl* classifier,
+                                                     torch::Tensor* exit_layers) {
+  const int64_t S = tokens.size(1), start = memory.next_position();
+  torch::Tensor h = EmbedSegment(tokens, start);
+  memory::SegmentWrite write = memory.BeginWrite(S);
+  torch::Tensor cos, sin;
+  if (!inv_freq_.empty()) {
+    std::vector<int64_t> positions(S);
+    for (int64_t i = 0; i < S; ++i) positions[i] = start + i;
+    Rotary(positions, cos, sin);
+    cos = cos.to(h.device());
+    sin = sin.to(h.device());
+  }
+  const int layers = num_layers();
+  torch::Tensor exited = torch::zeros(tokens.sizes(), tokens.options().dtype(torch::kBool));
+  torch::Tensor layer_of =
+      torch::full(tokens.sizes(), layers, tokens.options().dtype(torch::kInt64));
+  auto head = [this](const torch::Tensor& x) { return Logits(x); };
+  for (int i = 0; i < layers; ++i) {
+    // State propagation: an exited position's frozen state still runs through the layer so
+    // its key/value reach this layer's memory; its output is discarded.
+    torch::Tensor next = LayerForward(i, h, write.layer(i), cos, sin, nullptr);
+    torch::Tensor before = h;
+    h = torch::where(exited.unsqueeze(-1), h, next);
+    if (i + 1 == layers) break;
+    torch::Tensor confidence = ExitConfidence(measure, head, classifier, i, h, before);
+    torch::Tensor now = ExitsEarly(confidence, threshold) & exited.logical_not();
+    layer_of.masked_fill_(now, i + 1);
+    exited = exited | now;
+  }
+  write.Commit();
+  *exit_layers = layer_of;
+  return h;
+}
+
+torch::Tensor DecoderNetwork::Logits(const torch::Tensor& hidden) {
+  return head_(final_norm_(hidden));
+}
+
+memory::MemoryShape DecoderNetwork::MemoryShapeFor(const MemoryOptions& options) const {
+  memory::MemoryShape shape;
+  shape.batch = 1;
+  shape.layers = config_.n_layers;
+  shape.heads = kv_heads_;
+  shape.d_head = d_head_;
+  shape.seg_len = config_.seg_len;
+  shape.mem_len = config_.mem_len;
+  shape.cmem_len = 0;
+  shape.cmem_rate = 1;
+  shape.max_distance = config_.mem_len;
+  shape.knn_layer = -1;
+  shape.knn_len = 0;
+  shape.half_rings = options.half_rings;
+  return shape;
+}
+
+memory::SessionMemory DecoderNetwork::NewMemory(const MemoryOptions& options,
+                                                const torch::Device& device) const {
+  c10::InferenceMode inference;
+  return memory::SessionMemory::Create(
+      MemoryShapeFor(options), torch::TensorOptions().dtype(torch::kFloat32).device(device));
+}
+
+torch::Tensor DecoderNetwork::Embed(const torch::Tensor& tokens) {
+  return embed_.index_select(0, tokens);
+}
+
+torch::Tensor DecoderNetwork::DecodeLayer(int index, const torch::Tensor& h_in,
+                                          DecodeStepState& rows, const ActiveRows& active,
+                                          torch::Tensor* ffn_input) {
+  const DecoderLayer& layer = layers_[index];
+  const int64_t B = h_in.size(0), A = static_cast<int64_t>(active.rows.size());
+  const int64_t G = heads_ / kv_heads_;
+  std::vector<int64_t> positions(B);
+  for (int64_t r = 0; r < B; ++r) positions[r] = rows.plan(r).start;
+  torch::Tensor h = h_in;
+  if (index == 0 && positions_.defined()) {
+    // Learned positions join the embeddings at the first layer's input (Embed has no rows).
+    for (int64_t p : positions) {
+      TORCH_CHECK(p < positions_.size(0), config_.decoder.architecture, " sees at most ",
+                  positions_.size(0), " positions (n_positions)");
+    }
+    torch::Tensor index_tensor = torch::tensor(positions, torch::kInt64).to(h.device());
+    h = h + positions_.index_select(0, index_tensor);
+  }
+  torch::Tensor qkv = layer.qkv(layer.attn_norm(h));  // [B, (H + 2 Hkv) dh]
+  torch::Tensor k = qkv.narrow(-1, heads_ * d_head_, kv_heads_ * d_head_).view({B, kv_heads_, d_head_});
+  torch::Tensor v = qkv.narrow(-1, (heads_ + kv_heads_) * d_head_, kv_heads_ * d_head_)
+                        .view({B, kv_heads_, d_head_});
+  torch::Tensor cos, sin;
+  if (!inv_freq_.empty()) {
+    Rotary(positions, cos, sin);  // [B, dh / 2]
+    cos = cos.to(h.device()).unsqueeze(1);
+    sin = sin.to(h.device()).unsqueeze(1);
+    k = Rotate(k, cos, sin);
+  }
+  for (int64_t r = 0; r < B; ++r) {
+    rows.writes[r].layer(index).WriteRaw(k.narrow(0, r, 1).unsqueeze(2),
+                                         v.narrow(0, r, 1).unsqueeze(2));
+  }
+  if (A == 0) return torch::zeros({0, h.size(1)}, h.options());
+  torch::Tensor q = qkv.narrow(-1, 0, heads_ * d_head_).view({B, heads_, d_head_});
+  if (!active.all) q = q.index_select(0, active.index);
+  if (cos.defined()) {
+    q = active.all ? Rotate(q, cos, sin)
+                   : Rotate(q, cos.index_select(0, active.index), sin.index_select(0, active.index));
+  }
+  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d_head_)));
+  std::vector<torch::Tensor> outputs;
+  outputs.reserve(A);
+  for (int64_t a = 0; a < A; ++a) {
+    const int64_t r = active.rows[a];
+    const memory::LayerMemory& m = rows.memory(r, index);
+    const int64_t R = m.k_raw().size(2);
+    torch::Tensor keys = m.k_raw()[0].to(torch::kFloat32);    // [Hkv, R, dh]
+    torch::Tensor values = m.v_raw()[0].to(torch::kFloat32);
+    torch::Tensor scores =
+        torch::matmul(q[a].view({kv_heads_, G, d_head_}), keys.transpose(1, 2)) * scale;
+    scores.masked_fill_(rows.plan(r).raw_mask.view({1, 1, R}).logical_not(),
+                        -std::numeric_limits<float>::infinity());
+    outputs.push_back(torch::matmul(torch::softmax(scores, -1), values).reshape({1, heads_ * d_head_}));
+  }
+  torch::Tensor y = A == 1 ? outputs[0] : torch::cat(outputs, 0);  // [A, H dh]
+  torch::Tensor x = (active.all ? h : h.index_select(0, active.index)) + layer.out(y);
+  torch::Tensor normed = layer.mlp_norm(x);
+  if (ffn_input != nullptr) *ffn_input = normed;
+  return x + FeedForward(layer, normed);
+}
+
+int64_t DecoderNetwork::ParameterCount() const {
+  int64_t total = 0;
+  for (const torch::Tensor* t : Parameters()) total += t->numel();
+  return total;
+}
+
+std::string DecoderNetwork::WeightsChecksum() const {
+  uint64_t hash = 0xcbf29ce484222325ULL;
+  for (const torch::Tensor* t : Parameters()) {
+    torch::Tensor values = t->to(torch::kCPU, torch::kFloat32).contiguous();
+    const size_t bytes = static_cast<size_t>(values.numel()) * sizeof(float);
+    const unsigned char* data = static_cast<const unsigned char*>(values.data_ptr());
+    for (size_t i = 0; i + 8 <= bytes; i += 8) {
+      uint64_t word;
+      std::memcpy(&word, data + i, 8);
+      hash ^= word;
+      hash *= 0x100000001b3ULL;
+    }
+    hash ^= static_cast<uint64_t>(values.numel());
+    hash *= 0x100000001b3ULL;
+  }
+  return absl::StrFormat("%016x", hash);
+}
+
+absl::Status DecoderNetwork::PrepareForServing(const torch::Device& device,
+                                               torch::ScalarType weight_dtype) {
+  torch::NoGradGuard no_grad;
+  if (weight_dtype != torch::kFloat32) {
+    constexpr double kHalfMax = 65504.0;
+    if (weight_dtype == torch::kFloat16) {
+      for (const torch::Tensor* t : Parameters()) {
+        if (t->abs().max().item<double>() > kHalfMax) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "model ", config_.name,
+              " has weights beyond float16's range (|w| > 65504): weight_dtype float16 cannot "
+              "hold them; use bfloat16"));
+        }
+      }
+    }
+    for (torch::Tensor* t : Parameters()) t->copy_(t->to(weight_dtype));
+  }
+  const bool tied = head_.weight.is_same(embed_);
+  for (torch::Tensor* t : Parameters()) *t = t->to(device);
+  if (tied) head_.weight = embed_;
+  for (DecoderLayer& l : layers_) {
+    for (Linear* linear : {&l.qkv, &l.out, &l.gate_up, &l.down}) linear->Pack(weight_dtype);
+  }
+  head_.Pack(weight_dtype);
+  return absl::OkStatus();
+}
+
+absl::Status DecoderNetwork::Save(const std::string& /*dir*/, const ModelConfig& /*config*/) const {
+  return absl::UnimplementedError(absl::StrCat(
+      config_.decoder.architecture, " models are served from their Hugging Face folder; mnemo "
+      "does not write them"));
+}
+
+}  // namespace mnemo::model::hf
