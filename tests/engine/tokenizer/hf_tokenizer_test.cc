@@ -312,6 +312,25 @@ TEST(HfTokenizerTest, InvalidUtf8IsEncodedAsReplacementCharacters) {
   EXPECT_EQ(gpt2->Encode("a\xFF" "b"), gpt2->Encode("a\xEF\xBF\xBD" "b"));
 }
 
+TEST(HfTokenizerTest, LongRunsEncodeAndRoundTrip) {
+  // One pre-token of 200k bytes stresses the regex (lookahead over a whitespace run) and the
+  // merge loop; every tokenizer must stay total and lossless here.
+  std::string emoji;
+  for (int i = 0; i < 20000; ++i) emoji += "\xF0\x9F\x99\x82";
+  const std::vector<std::string> texts = {"x" + std::string(200000, ' ') + "y",
+                                          "x" + std::string(200000, '\n') + "y",
+                                          "x" + std::string(100000, 'a'), "x" + emoji,
+                                          "x \xC2\x85 y\xC2\x85\xC2\x85z"};
+  for (const Fixture& fixture : kFixtures) {
+    SCOPED_TRACE(fixture.name);
+    std::shared_ptr<const Tokenizer> tokenizer = Load(DataDir() / fixture.name);
+    ASSERT_NE(tokenizer, nullptr);
+    for (const std::string& text : texts) {
+      EXPECT_EQ(tokenizer->Decode(tokenizer->Encode(text)), text) << text.size();
+    }
+  }
+}
+
 // One line naming the file and the field.
 void ExpectError(const absl::Status& status, absl::StatusCode code,
                  const std::vector<std::string>& mentions) {
