@@ -34,7 +34,8 @@ absl::StatusOr<std::unique_ptr<Pcre2Regex>> Pcre2Regex::Create(const std::string
                                                                bool literal) {
   int error = 0;
   PCRE2_SIZE offset = 0;
-  const uint32_t options = PCRE2_UTF | PCRE2_UCP | (literal ? PCRE2_LITERAL : 0);
+  // PCRE2_LITERAL admits no UCP (nothing in a literal is a class).
+  const uint32_t options = PCRE2_UTF | (literal ? PCRE2_LITERAL : PCRE2_UCP);
   pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
                                    options, &error, &offset, nullptr);
   if (code == nullptr) {

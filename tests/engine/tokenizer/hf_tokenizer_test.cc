@@ -306,6 +306,67 @@ TEST(HfTokenizerTest, MergesInBothJsonFormsGiveTheSameIds) {
   fs::remove_all(dir);
 }
 
+TEST(HfTokenizerTest, LegacyPrependNormalizerMatchesLibSentencePiece) {
+  // Llama 2's older tokenizer.json: no pre-tokenizer, normalizer Prepend("▁") + Replace(" ",
+  // "▁"). Prepend always adds the "▁", like the library's dummy prefix, so every reference
+  // text (none holds a special) must give the library's ids.
+  Json json = Json::parse(util::ReadFile((DataDir() / "llama/tokenizer.json").string()).value());
+  json["pre_tokenizer"] = nullptr;
+  json["normalizer"] = Json::parse(R"({"type": "Sequence", "normalizers": [
+      {"type": "Prepend", "prepend": "\u2581"},
+      {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"}]})");
+  const fs::path dir = TempDir("legacy");
+  WriteFile(dir / "tokenizer.json", json.dump());
+  std::shared_ptr<const Tokenizer> tokenizer = Load(dir);
+  ASSERT_NE(tokenizer, nullptr);
+  EXPECT_EQ(tokenizer->name(), "sentencepiece-bpe");
+  for (const Json& entry : Reference("llama")["texts"]) {
+    const std::string text = entry["text"];
+    SCOPED_TRACE(text.substr(0, 40));
+    const std::vector<int> ids = tokenizer->Encode(text);
+    EXPECT_EQ(ids, entry["sentencepiece_ids"].get<std::vector<int>>());
+    EXPECT_EQ(tokenizer->Decode(ids), text);
+  }
+  fs::remove_all(dir);
+}
+
+TEST(HfTokenizerTest, PostProcessorAndConfigFlagsDecideTheSpecials) {
+  // Llama 3's real layout: Sequence[ByteLevel, TemplateProcessing(<|begin_of_text|> $A)].
+  Json json = Json::parse(util::ReadFile((DataDir() / "qwen2/tokenizer.json").string()).value());
+  json["post_processor"] = Json::parse(R"({"type": "Sequence", "processors": [
+      {"type": "ByteLevel", "add_prefix_space": true, "trim_offsets": false, "use_regex": true},
+      {"type": "TemplateProcessing",
+       "single": [{"SpecialToken": {"id": "<|im_start|>", "type_id": 0}},
+                  {"Sequence": {"id": "A", "type_id": 0}},
+                  {"SpecialToken": {"id": "<|im_end|>", "type_id": 0}}],
+       "pair": [], "special_tokens": {
+         "<|im_start|>": {"id": "<|im_start|>", "ids": [1], "tokens": ["<|im_start|>"]},
+         "<|im_end|>": {"id": "<|im_end|>", "ids": [2], "tokens": ["<|im_end|>"]}}}]})");
+  const fs::path dir = TempDir("template");
+  WriteFile(dir / "tokenizer.json", json.dump());
+  WriteFile(dir / "generation_config.json", R"({"eos_token_id": [0, 2]})");
+  std::shared_ptr<const Tokenizer> tokenizer = Load(dir);
+  ASSERT_NE(tokenizer, nullptr);
+  const std::vector<int> plain = tokenizer->Encode("hello");
+  std::vector<int> expected = {1};
+  expected.insert(expected.end(), plain.begin(), plain.end());
+  expected.push_back(2);
+  EXPECT_EQ(tokenizer->EncodeWithSpecials("hello"), expected);
+  EXPECT_EQ(tokenizer->bos_id(), 1);
+  EXPECT_EQ(tokenizer->eos_ids(), (std::vector<int>{0, 2}));
+
+  // tokenizer_config.json's explicit flags rebuild the template, as transformers' Llama does.
+  WriteFile(dir / "tokenizer_config.json",
+            R"({"add_bos_token": false, "add_eos_token": true, "eos_token": "<|endoftext|>"})");
+  tokenizer = Load(dir);
+  ASSERT_NE(tokenizer, nullptr);
+  EXPECT_EQ(tokenizer->bos_id(), -1);
+  expected = plain;
+  expected.push_back(0);
+  EXPECT_EQ(tokenizer->EncodeWithSpecials("hello"), expected);
+  fs::remove_all(dir);
+}
+
 TEST(HfTokenizerTest, InvalidUtf8IsEncodedAsReplacementCharacters) {
   std::shared_ptr<const Tokenizer> gpt2 = Load(DataDir() / "gpt2");
   ASSERT_NE(gpt2, nullptr);
