@@ -28,8 +28,8 @@ size_t LastCharStart(std::string_view text, size_t end) {
 // Unicode White_Space (what `tokenizers` strips around lstrip / rstrip tokens).
 bool IsWhitespace(char32_t c) {
   return (c >= 0x09 && c <= 0x0D) || c == 0x20 || c == 0x85 || c == 0xA0 || c == 0x1680 ||
-         (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F ||
-         c == 0x205F || c == 0x3000;
+         (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F ||
+         c == 0x3000;
 }
 
 // A regex word character: a letter, mark, number or connector punctuation ('_').
@@ -81,8 +81,8 @@ std::vector<Segment> AddedTokenMatcher::Split(std::string_view text) const {
     if (token.single_word) {
       size_t length = 0;
       const bool word_before =
-          begin > 0 && IsWordChar(text.substr(LastCharStart(text, begin),
-                                              begin - LastCharStart(text, begin)));
+          begin > 0 &&
+          IsWordChar(text.substr(LastCharStart(text, begin), begin - LastCharStart(text, begin)));
       bool word_after = false;
       if (end < text.size()) {
         DecodeAt(text, end, &length);

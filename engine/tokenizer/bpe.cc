@@ -30,7 +30,8 @@ absl::StatusOr<BpeModel> BpeModel::Create(BpeConfig config) {
   model.token_to_id_.reserve(config.vocab.size());
   int max_id = -1;
   for (const auto& [token, id] : config.vocab) {
-    if (id < 0) return absl::InvalidArgumentError(absl::StrCat("token \"", token, "\" has id ", id));
+    if (id < 0)
+      return absl::InvalidArgumentError(absl::StrCat("token \"", token, "\" has id ", id));
     max_id = std::max(max_id, id);
   }
   model.id_to_token_.assign(max_id + 1, std::string());
@@ -48,10 +49,12 @@ absl::StatusOr<BpeModel> BpeModel::Create(BpeConfig config) {
     const int right_id = model.TokenToId(right);
     const int result_id = model.TokenToId(absl::StrCat(left, right));
     if (left_id < 0 || right_id < 0 || result_id < 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "merge ", rank, " (\"", left, "\" \"", right, "\"): \"",
-          left_id < 0 ? left : right_id < 0 ? right : absl::StrCat(left, right),
-          "\" is not in the vocabulary"));
+      return absl::InvalidArgumentError(absl::StrCat("merge ", rank, " (\"", left, "\" \"", right,
+                                                     "\"): \"",
+                                                     left_id < 0    ? left
+                                                     : right_id < 0 ? right
+                                                                    : absl::StrCat(left, right),
+                                                     "\" is not in the vocabulary"));
     }
     // A repeated pair keeps its first (best) rank.
     model.merges_.try_emplace(PairKey(left_id, right_id), Merge{static_cast<int>(rank), result_id});

@@ -66,7 +66,7 @@ class BpeModel {
   absl::flat_hash_map<std::string, int> token_to_id_;
   std::vector<std::string> id_to_token_;
   absl::flat_hash_map<uint64_t, Merge> merges_;  // (left id, right id) -> rank, result
-  int byte_ids_[256] = {};  // <0xNN> ids; -1 where absent (byte_fallback)
+  int byte_ids_[256] = {};                       // <0xNN> ids; -1 where absent (byte_fallback)
   int unk_id_ = -1;
   bool byte_fallback_ = false;
   bool fuse_unk_ = false;

@@ -49,7 +49,8 @@ HfTokenizer::HfTokenizer(HfTokenizerParts parts)
       suffix_ids_(std::move(parts.suffix_ids)),
       eos_ids_(std::move(parts.eos_ids)) {
   vocab_size_ = model_.size();
-  for (const AddedToken& token : parts.added_tokens) vocab_size_ = std::max(vocab_size_, token.id + 1);
+  for (const AddedToken& token : parts.added_tokens)
+    vocab_size_ = std::max(vocab_size_, token.id + 1);
   added_content_.assign(vocab_size_, std::string());
   is_added_.assign(vocab_size_, 0);
   is_special_.assign(vocab_size_, 0);
@@ -71,16 +72,15 @@ HfTokenizer::HfTokenizer(HfTokenizerParts parts)
   token_bytes_.resize(vocab_size_);
   for (int id = 0; id < vocab_size_; ++id) {
     if (is_special_[id]) continue;
-    token_bytes_[id] = is_added_[id] ? added_content_[id] : decoder_.TokenBytes(model_.IdToToken(id));
+    token_bytes_[id] =
+        is_added_[id] ? added_content_[id] : decoder_.TokenBytes(model_.IdToToken(id));
   }
   special_ids_.bos = prefix_ids_.empty() ? -1 : prefix_ids_.front();
   special_ids_.eos = eos_ids_.empty() ? -1 : eos_ids_.front();
   special_ids_.pad = parts.pad_id;
 }
 
-bool HfTokenizer::IsSpecial(int id) const {
-  return id >= 0 && id < vocab_size_ && is_special_[id];
-}
+bool HfTokenizer::IsSpecial(int id) const { return id >= 0 && id < vocab_size_ && is_special_[id]; }
 
 const std::string& HfTokenizer::IdToToken(int id) const {
   if (id < 0 || id >= vocab_size_) return EmptyString();

@@ -22,9 +22,8 @@ class Where {
   }
   absl::Status Unsupported(absl::string_view field, absl::string_view type,
                            absl::string_view supported) const {
-    return absl::UnimplementedError(absl::StrCat(path_, ": ", field, ": type \"", type,
-                                                 "\" is not supported (supported: ", supported,
-                                                 ")"));
+    return absl::UnimplementedError(absl::StrCat(
+        path_, ": ", field, ": type \"", type, "\" is not supported (supported: ", supported, ")"));
   }
 
  private:
@@ -51,12 +50,14 @@ absl::StatusOr<std::string> GetString(const Json& object, const char* key, const
                                       const std::string& field) {
   const Json& value = Member(object, key);
   if (!value.is_string()) {
-    return where.Invalid(absl::StrCat(field, ".", key), value.is_null() ? "missing" : "not a string");
+    return where.Invalid(absl::StrCat(field, ".", key),
+                         value.is_null() ? "missing" : "not a string");
   }
   return value.get<std::string>();
 }
 
-absl::StatusOr<std::string> GetType(const Json& object, const Where& where, const std::string& field) {
+absl::StatusOr<std::string> GetType(const Json& object, const Where& where,
+                                    const std::string& field) {
   if (!object.is_object()) return where.Invalid(field, "not an object");
   return GetString(object, "type", where, field);
 }
@@ -132,7 +133,8 @@ absl::StatusOr<SplitBehavior> GetBehavior(const Json& json, const Where& where,
   if (behavior == "MergedWithPrevious") return SplitBehavior::kMergedWithPrevious;
   if (behavior == "MergedWithNext") return SplitBehavior::kMergedWithNext;
   if (behavior == "Contiguous") return SplitBehavior::kContiguous;
-  return where.Invalid(absl::StrCat(field, ".behavior"), absl::StrCat("unknown \"", behavior, "\""));
+  return where.Invalid(absl::StrCat(field, ".behavior"),
+                       absl::StrCat("unknown \"", behavior, "\""));
 }
 
 absl::Status ParsePreTokenizer(const Json& json, const Where& where, const std::string& field,
@@ -285,7 +287,8 @@ absl::Status ParsePostProcessor(const Json& json, const Where& where, const std:
     std::vector<int>& into = seen_sequence ? suffix : prefix;
     if (ids.is_array()) {
       for (const Json& id : ids) {
-        if (!id.is_number_integer()) return where.Invalid(item_field, "special token ids not integers");
+        if (!id.is_number_integer())
+          return where.Invalid(item_field, "special token ids not integers");
         into.push_back(id.get<int>());
       }
     } else {
@@ -303,23 +306,27 @@ absl::Status ParsePostProcessor(const Json& json, const Where& where, const std:
 }
 
 absl::Status ParseModel(const Json& json, const Where& where, BpeConfig& config) {
-  if (!json.is_object()) return where.Invalid("model", json.is_null() ? "missing" : "not an object");
+  if (!json.is_object())
+    return where.Invalid("model", json.is_null() ? "missing" : "not an object");
   const Json& type = Member(json, "type");
   const std::string type_name = type.is_string() ? type.get<std::string>() : "";
   if (!type.is_null() && type_name != "BPE") {
     return where.Unsupported("model.type", type.is_string() ? type_name : type.dump(), "BPE");
   }
   const Json& vocab = Member(json, "vocab");
-  if (!vocab.is_object()) return where.Invalid("model.vocab", vocab.is_null() ? "missing" : "not an object");
+  if (!vocab.is_object())
+    return where.Invalid("model.vocab", vocab.is_null() ? "missing" : "not an object");
   config.vocab.reserve(vocab.size());
   for (auto it = vocab.begin(); it != vocab.end(); ++it) {
     if (!it.value().is_number_integer()) {
-      return where.Invalid("model.vocab", absl::StrCat("the id of \"", it.key(), "\" is not an integer"));
+      return where.Invalid("model.vocab",
+                           absl::StrCat("the id of \"", it.key(), "\" is not an integer"));
     }
     config.vocab.emplace_back(it.key(), it.value().get<int>());
   }
   const Json& merges = Member(json, "merges");
-  if (!merges.is_array()) return where.Invalid("model.merges", merges.is_null() ? "missing" : "not a list");
+  if (!merges.is_array())
+    return where.Invalid("model.merges", merges.is_null() ? "missing" : "not a list");
   config.merges.reserve(merges.size());
   for (size_t i = 0; i < merges.size(); ++i) {
     const Json& merge = merges[i];
@@ -327,13 +334,16 @@ absl::Status ParseModel(const Json& json, const Where& where, BpeConfig& config)
       const std::string& text = merge.get_ref<const std::string&>();
       const size_t space = text.find(' ', 1);
       if (space == std::string::npos) {
-        return where.Invalid(absl::StrCat("model.merges[", i, "]"), absl::StrCat("\"", text, "\" is not \"a b\""));
+        return where.Invalid(absl::StrCat("model.merges[", i, "]"),
+                             absl::StrCat("\"", text, "\" is not \"a b\""));
       }
       config.merges.emplace_back(text.substr(0, space), text.substr(space + 1));
-    } else if (merge.is_array() && merge.size() == 2 && merge[0].is_string() && merge[1].is_string()) {
+    } else if (merge.is_array() && merge.size() == 2 && merge[0].is_string() &&
+               merge[1].is_string()) {
       config.merges.emplace_back(merge[0].get<std::string>(), merge[1].get<std::string>());
     } else {
-      return where.Invalid(absl::StrCat("model.merges[", i, "]"), "neither \"a b\" nor [\"a\", \"b\"]");
+      return where.Invalid(absl::StrCat("model.merges[", i, "]"),
+                           "neither \"a b\" nor [\"a\", \"b\"]");
     }
   }
   const Json& dropout = Member(json, "dropout");
@@ -344,15 +354,17 @@ absl::Status ParseModel(const Json& json, const Where& where, BpeConfig& config)
   for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"}) {
     const Json& value = Member(json, key);
     if (!value.is_null() && value != "") {
-      return absl::UnimplementedError(absl::StrCat(where.Invalid(absl::StrCat("model.", key), "").message(),
-                                                   "not supported (null only)"));
+      return absl::UnimplementedError(absl::StrCat(
+          where.Invalid(absl::StrCat("model.", key), "").message(), "not supported (null only)"));
     }
   }
   const Json& unk = Member(json, "unk_token");
   if (unk.is_string()) config.unk_token = unk.get<std::string>();
-  MNEMO_ASSIGN_OR_RETURN(config.byte_fallback, GetBool(json, "byte_fallback", false, where, "model"));
+  MNEMO_ASSIGN_OR_RETURN(config.byte_fallback,
+                         GetBool(json, "byte_fallback", false, where, "model"));
   MNEMO_ASSIGN_OR_RETURN(config.fuse_unk, GetBool(json, "fuse_unk", false, where, "model"));
-  MNEMO_ASSIGN_OR_RETURN(config.ignore_merges, GetBool(json, "ignore_merges", false, where, "model"));
+  MNEMO_ASSIGN_OR_RETURN(config.ignore_merges,
+                         GetBool(json, "ignore_merges", false, where, "model"));
   return absl::OkStatus();
 }
 
@@ -364,14 +376,16 @@ absl::Status ParseAddedTokens(const Json& json, const Where& where, std::vector<
     const Json& token = json[i];
     AddedToken added;
     const Json& id = Member(token, "id");
-    if (!id.is_number_integer()) return where.Invalid(absl::StrCat(field, ".id"), "missing or not an integer");
+    if (!id.is_number_integer())
+      return where.Invalid(absl::StrCat(field, ".id"), "missing or not an integer");
     added.id = id.get<int>();
     MNEMO_ASSIGN_OR_RETURN(added.content, GetString(token, "content", where, field));
     MNEMO_ASSIGN_OR_RETURN(added.special, GetBool(token, "special", false, where, field));
     MNEMO_ASSIGN_OR_RETURN(added.single_word, GetBool(token, "single_word", false, where, field));
     MNEMO_ASSIGN_OR_RETURN(added.lstrip, GetBool(token, "lstrip", false, where, field));
     MNEMO_ASSIGN_OR_RETURN(added.rstrip, GetBool(token, "rstrip", false, where, field));
-    MNEMO_ASSIGN_OR_RETURN(added.normalized, GetBool(token, "normalized", !added.special, where, field));
+    MNEMO_ASSIGN_OR_RETURN(added.normalized,
+                           GetBool(token, "normalized", !added.special, where, field));
     out.push_back(std::move(added));
   }
   return absl::OkStatus();
@@ -390,7 +404,8 @@ absl::StatusOr<HfTokenizerParts> ParseTokenizerJson(std::string_view json_text,
   BpeConfig bpe;
   MNEMO_RETURN_IF_ERROR(ParseModel(Member(json, "model"), where, bpe));
   std::vector<NormalizerStep> normalizer;
-  MNEMO_RETURN_IF_ERROR(ParseNormalizer(Member(json, "normalizer"), where, "normalizer", normalizer));
+  MNEMO_RETURN_IF_ERROR(
+      ParseNormalizer(Member(json, "normalizer"), where, "normalizer", normalizer));
   std::vector<PreTokenizerStep> pre_tokenizer;
   MNEMO_RETURN_IF_ERROR(
       ParsePreTokenizer(Member(json, "pre_tokenizer"), where, "pre_tokenizer", pre_tokenizer));
@@ -416,8 +431,8 @@ absl::StatusOr<HfTokenizerParts> ParseTokenizerJson(std::string_view json_text,
     }
     return parts.model.TokenToId(token);
   };
-  MNEMO_RETURN_IF_ERROR(ParsePostProcessor(Member(json, "post_processor"), where,
-                                           "post_processor", lookup, parts));
+  MNEMO_RETURN_IF_ERROR(
+      ParsePostProcessor(Member(json, "post_processor"), where, "post_processor", lookup, parts));
   return parts;
 }
 

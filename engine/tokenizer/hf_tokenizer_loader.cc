@@ -40,7 +40,8 @@ const Json& Member(const Json& object, const char* key) {
 }
 
 // An id field that may be an int or a list of ints; empty when absent or null.
-absl::StatusOr<std::vector<int>> IdList(const Json& config, const char* key, const std::string& path) {
+absl::StatusOr<std::vector<int>> IdList(const Json& config, const char* key,
+                                        const std::string& path) {
   const Json& value = Member(config, key);
   std::vector<int> ids;
   if (value.is_null()) return ids;
@@ -83,12 +84,13 @@ struct FolderConfigs {
 };
 
 // eos_ids as the header describes; `lookup` finds a token named in tokenizer_config.json.
-absl::StatusOr<std::vector<int>> ResolveEos(const FolderConfigs& configs, const TokenIdLookup& lookup) {
-  MNEMO_ASSIGN_OR_RETURN(std::vector<int> ids,
-                         IdList(configs.generation_config, "eos_token_id",
-                                configs.Path("generation_config.json")));
+absl::StatusOr<std::vector<int>> ResolveEos(const FolderConfigs& configs,
+                                            const TokenIdLookup& lookup) {
+  MNEMO_ASSIGN_OR_RETURN(std::vector<int> ids, IdList(configs.generation_config, "eos_token_id",
+                                                      configs.Path("generation_config.json")));
   if (!ids.empty()) return ids;
-  MNEMO_ASSIGN_OR_RETURN(ids, IdList(configs.model_config, "eos_token_id", configs.Path("config.json")));
+  MNEMO_ASSIGN_OR_RETURN(ids,
+                         IdList(configs.model_config, "eos_token_id", configs.Path("config.json")));
   if (!ids.empty()) return ids;
   if (std::optional<std::string> name = TokenName(configs.tokenizer_config, "eos_token")) {
     const int id = lookup(*name);
@@ -142,14 +144,15 @@ absl::StatusOr<std::shared_ptr<const Tokenizer>> LoadTokenizerJson(const FolderC
     if (!*add || !name.has_value()) continue;
     const int id = lookup(*name);
     if (id < 0) {
-      return absl::InvalidArgumentError(absl::StrCat(config_path, ": ", token_key, ": \"", *name,
-                                                     "\" is not in the vocabulary"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(config_path, ": ", token_key, ": \"", *name, "\" is not in the vocabulary"));
     }
     ids->push_back(id);
   }
   MNEMO_ASSIGN_OR_RETURN(parts.eos_ids, ResolveEos(configs, lookup));
   int vocab_size = parts.model.size();
-  for (const AddedToken& added : parts.added_tokens) vocab_size = std::max(vocab_size, added.id + 1);
+  for (const AddedToken& added : parts.added_tokens)
+    vocab_size = std::max(vocab_size, added.id + 1);
   MNEMO_RETURN_IF_ERROR(CheckIds(parts.eos_ids, vocab_size, "eos_token_id"));
   parts.pad_id = ResolvePad(configs, lookup);
   const int bos = parts.prefix_ids.empty() ? -1 : parts.prefix_ids.front();
@@ -169,7 +172,8 @@ absl::StatusOr<std::shared_ptr<const Tokenizer>> LoadSentencePiece(const FolderC
   options.add_bos = OptionalBool(configs.tokenizer_config, "add_bos_token").value_or(true);
   options.add_eos = OptionalBool(configs.tokenizer_config, "add_eos_token").value_or(false);
   // Ids from the config files; a named eos_token falls back to the model's own EOS.
-  MNEMO_ASSIGN_OR_RETURN(options.eos_ids, ResolveEos(configs, [](const std::string&) { return -1; }));
+  MNEMO_ASSIGN_OR_RETURN(options.eos_ids,
+                         ResolveEos(configs, [](const std::string&) { return -1; }));
   const std::string path = configs.Path("tokenizer.model");
   MNEMO_ASSIGN_OR_RETURN(std::unique_ptr<SentencePieceTokenizer> tokenizer,
                          SentencePieceTokenizer::Create(path, options));

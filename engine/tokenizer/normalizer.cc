@@ -13,11 +13,20 @@ void UnicodeNormalize(NormalizerStep::Kind kind, std::string& text) {
   UErrorCode error = U_ZERO_ERROR;
   const icu::Normalizer2* normalizer = nullptr;
   switch (kind) {
-    case NormalizerStep::Kind::kNfc: normalizer = icu::Normalizer2::getNFCInstance(error); break;
-    case NormalizerStep::Kind::kNfd: normalizer = icu::Normalizer2::getNFDInstance(error); break;
-    case NormalizerStep::Kind::kNfkc: normalizer = icu::Normalizer2::getNFKCInstance(error); break;
-    case NormalizerStep::Kind::kNfkd: normalizer = icu::Normalizer2::getNFKDInstance(error); break;
-    default: return;
+    case NormalizerStep::Kind::kNfc:
+      normalizer = icu::Normalizer2::getNFCInstance(error);
+      break;
+    case NormalizerStep::Kind::kNfd:
+      normalizer = icu::Normalizer2::getNFDInstance(error);
+      break;
+    case NormalizerStep::Kind::kNfkc:
+      normalizer = icu::Normalizer2::getNFKCInstance(error);
+      break;
+    case NormalizerStep::Kind::kNfkd:
+      normalizer = icu::Normalizer2::getNFKDInstance(error);
+      break;
+    default:
+      return;
   }
   if (U_FAILURE(error) || normalizer == nullptr) return;
   if (normalizer->isNormalizedUTF8(text, error) && U_SUCCESS(error)) return;

@@ -19,7 +19,7 @@ namespace mnemo::tokenizer {
 struct NormalizerStep {
   enum class Kind { kPrepend, kReplace, kNfc, kNfd, kNfkc, kNfkd };
   Kind kind = Kind::kPrepend;
-  std::string text;                     // kPrepend: the prefix; kReplace: the replacement
+  std::string text;                           // kPrepend: the prefix; kReplace: the replacement
   std::shared_ptr<const Pcre2Regex> pattern;  // kReplace: what is replaced
 };
 

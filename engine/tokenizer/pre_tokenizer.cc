@@ -17,8 +17,8 @@ struct Range {
 
 // `text` cut at `matches` into consecutive ranges covering it, each flagged as a match
 // (inverted with `invert`); empty ranges are left out.
-std::vector<Range> Cover(std::string_view text, const std::vector<std::pair<size_t, size_t>>& matches,
-                         bool invert) {
+std::vector<Range> Cover(std::string_view text,
+                         const std::vector<std::pair<size_t, size_t>>& matches, bool invert) {
   std::vector<Range> ranges;
   size_t at = 0;
   for (const auto& [begin, end] : matches) {
@@ -82,7 +82,7 @@ std::vector<Range> ApplyBehavior(std::vector<Range> ranges, SplitBehavior behavi
 // Splits every piece of `pieces` by `regex` with `behavior` (a piece the regex fails on stays
 // whole).
 void SplitAll(const Pcre2Regex& regex, SplitBehavior behavior, bool invert,
-                      std::vector<PreToken>& pieces) {
+              std::vector<PreToken>& pieces) {
   std::vector<PreToken> out;
   out.reserve(pieces.size());
   for (PreToken& piece : pieces) {
@@ -92,7 +92,8 @@ void SplitAll(const Pcre2Regex& regex, SplitBehavior behavior, bool invert,
       continue;
     }
     for (const Range& r : ApplyBehavior(Cover(piece.text, *matches, invert), behavior)) {
-      out.push_back({piece.text.substr(r.begin, r.end - r.begin), piece.at_text_start && r.begin == 0});
+      out.push_back(
+          {piece.text.substr(r.begin, r.end - r.begin), piece.at_text_start && r.begin == 0});
     }
   }
   pieces = std::move(out);
@@ -132,9 +133,8 @@ void PreTokenizer::Run(PreToken piece, std::vector<PreToken>& out) const {
       case PreTokenizerStep::Kind::kMetaspace: {
         for (PreToken& p : pieces) {
           p.text = absl::StrReplaceAll(p.text, {{" ", step.replacement}});
-          const bool prepend =
-              step.prepend == PrependScheme::kAlways ||
-              (step.prepend == PrependScheme::kFirst && p.at_text_start);
+          const bool prepend = step.prepend == PrependScheme::kAlways ||
+                               (step.prepend == PrependScheme::kFirst && p.at_text_start);
           if (prepend && !StartsWith(p.text, step.replacement)) p.text.insert(0, step.replacement);
         }
         if (step.split) {

@@ -37,8 +37,10 @@ absl::StatusOr<std::unique_ptr<SentencePieceTokenizer>> SentencePieceTokenizer::
   auto impl = std::make_unique<Impl>();
   const sentencepiece::util::Status loaded = impl->processor.Load(path);
   if (!loaded.ok()) {
-    const std::string message = absl::StrCat(path, ": sentencepiece cannot load it: ", loaded.ToString());
-    if (loaded.code() == sentencepiece::util::StatusCode::kNotFound) return absl::NotFoundError(message);
+    const std::string message =
+        absl::StrCat(path, ": sentencepiece cannot load it: ", loaded.ToString());
+    if (loaded.code() == sentencepiece::util::StatusCode::kNotFound)
+      return absl::NotFoundError(message);
     return absl::InvalidArgumentError(message);
   }
   std::unique_ptr<SentencePieceTokenizer> tokenizer(new SentencePieceTokenizer(std::move(impl)));
@@ -79,7 +81,8 @@ absl::StatusOr<std::unique_ptr<SentencePieceTokenizer>> SentencePieceTokenizer::
   return tokenizer;
 }
 
-SentencePieceTokenizer::SentencePieceTokenizer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+SentencePieceTokenizer::SentencePieceTokenizer(std::unique_ptr<Impl> impl)
+    : impl_(std::move(impl)) {}
 SentencePieceTokenizer::~SentencePieceTokenizer() = default;
 
 bool SentencePieceTokenizer::IsSpecial(int id) const {

@@ -24,10 +24,10 @@
 namespace mnemo::tokenizer {
 
 struct SentencePieceOptions {
-  bool add_bos = true;        // EncodeWithSpecials starts with the model's BOS (Llama's default)
-  bool add_eos = false;       // and ends with its EOS
-  std::vector<int> eos_ids;   // from the folder's config files; empty: the model's EOS
-  int pad_id = -2;            // -2: the model's own pad id
+  bool add_bos = true;       // EncodeWithSpecials starts with the model's BOS (Llama's default)
+  bool add_eos = false;      // and ends with its EOS
+  std::vector<int> eos_ids;  // from the folder's config files; empty: the model's EOS
+  int pad_id = -2;           // -2: the model's own pad id
 };
 
 class SentencePieceTokenizer : public Tokenizer {

@@ -36,7 +36,8 @@ std::string TokenDecoder::TokenBytes(std::string_view token) const {
         bytes = absl::StrReplaceAll(bytes, {{step.pattern, step.content}});
         break;
       case DecoderStep::Kind::kByteFallback:
-        if (const int byte = FallbackByte(bytes); byte >= 0) bytes = std::string(1, static_cast<char>(byte));
+        if (const int byte = FallbackByte(bytes); byte >= 0)
+          bytes = std::string(1, static_cast<char>(byte));
         break;
     }
   }

@@ -3,8 +3,6 @@
 // SentencePiece-style BPE (tokenizer.json and libsentencepiece), Qwen2/Llama 3 regex-split
 // byte-level BPE. Plus invariants on texts of our own (round trip, determinism, streaming),
 // libsentencepiece as an independent oracle for the Metaspace path, and the error messages.
-#include "engine/tokenizer/hf_tokenizer_loader.h"
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -17,6 +15,7 @@
 
 #include "absl/status/status.h"
 #include "engine/tokenizer/decode_stream.h"
+#include "engine/tokenizer/hf_tokenizer_loader.h"
 #include "engine/tokenizer/utf8.h"
 #include "engine/util/files.h"
 #include "gtest/gtest.h"
@@ -56,7 +55,8 @@ std::shared_ptr<const Tokenizer> Load(const fs::path& dir) {
 }
 
 Json Reference(const std::string& name) {
-  absl::StatusOr<std::string> text = util::ReadFile((DataDir() / name / "tokenizer_reference.json").string());
+  absl::StatusOr<std::string> text =
+      util::ReadFile((DataDir() / name / "tokenizer_reference.json").string());
   EXPECT_TRUE(text.ok()) << text.status();
   return Json::parse(text.value_or("{}"));
 }
@@ -91,7 +91,8 @@ void WriteFile(const fs::path& path, const std::string& text) {
 std::vector<std::string> OwnTexts() {
   return {
       "Grüße aus Köln! Ça va? ¿Qué tal? Добрый вечер. 你好，世界。 こんにちは。 안녕하세요",
-      "emoji 👍🏽 family 👨‍👩‍👧 flag 🏳️‍🌈 keycap 1️⃣ — and a lone combining ́ mark",
+      "emoji 👍🏽 family 👨‍👩‍👧 flag 🏳️‍🌈 keycap 1️⃣ — and a lone combining ́ "
+      "mark",
       "line one\r\nline two\r\n\r\n\tindented\t\ttabs  \n   \n",
       "a" + std::string(300, ' ') + "b" + std::string(70, '\n') + "c\u00a0\u2009\u3000d",
       "x<|endoftext|>y <s> </s>s <|im_start|>user\nhi<|im_end|>",
@@ -121,7 +122,8 @@ TEST(HfTokenizerTest, MatchesTransformersOnTheReferenceTexts) {
       SCOPED_TRACE(text.substr(0, 40));
       const std::vector<int> plain = entry["ids_plain"];
       EXPECT_EQ(tokenizer->Encode(text), plain);
-      EXPECT_EQ(tokenizer->EncodeWithSpecials(text), entry["ids_with_special"].get<std::vector<int>>());
+      EXPECT_EQ(tokenizer->EncodeWithSpecials(text),
+                entry["ids_with_special"].get<std::vector<int>>());
       const std::string decoded = tokenizer->Decode(plain);
       if (entry["decode_roundtrip"].get<bool>()) {
         EXPECT_EQ(decoded, text);
@@ -133,7 +135,8 @@ TEST(HfTokenizerTest, MatchesTransformersOnTheReferenceTexts) {
       std::string joined;
       for (int id : plain) joined += tokenizer->TokenBytes(id);
       EXPECT_EQ(joined.substr(joined.size() - decoded.size()), decoded);
-      EXPECT_LE(joined.size() - decoded.size(), static_cast<size_t>(tokenizer->leading_spaces_dropped()));
+      EXPECT_LE(joined.size() - decoded.size(),
+                static_cast<size_t>(tokenizer->leading_spaces_dropped()));
     }
   }
 }
@@ -166,7 +169,8 @@ TEST(HfTokenizerTest, SentencePieceLibraryPathGivesTheLibrarysIds) {
   for (const char* name : {"llama", "mistral"}) {
     SCOPED_TRACE(name);
     const fs::path dir = TempDir(std::string("spm_") + name);
-    for (const char* file : {"tokenizer.model", "tokenizer_config.json", "generation_config.json"}) {
+    for (const char* file :
+         {"tokenizer.model", "tokenizer_config.json", "generation_config.json"}) {
       fs::copy_file(DataDir() / name / file, dir / file);
     }
     std::shared_ptr<const Tokenizer> tokenizer = Load(dir);
@@ -261,11 +265,19 @@ TEST(HfTokenizerTest, AddedTokensAreCutOutOfTheText) {
 // Qwen2's tokenizer.json with extra added tokens that use lstrip / rstrip / single_word.
 std::shared_ptr<const Tokenizer> QwenWithAddedTokens(const fs::path& dir) {
   Json json = Json::parse(util::ReadFile((DataDir() / "qwen2/tokenizer.json").string()).value());
-  json["added_tokens"].push_back({{"id", 3000}, {"content", "<mask>"}, {"single_word", false},
-                                  {"lstrip", true}, {"rstrip", true}, {"normalized", false},
+  json["added_tokens"].push_back({{"id", 3000},
+                                  {"content", "<mask>"},
+                                  {"single_word", false},
+                                  {"lstrip", true},
+                                  {"rstrip", true},
+                                  {"normalized", false},
                                   {"special", true}});
-  json["added_tokens"].push_back({{"id", 3001}, {"content", "cat"}, {"single_word", true},
-                                  {"lstrip", false}, {"rstrip", false}, {"normalized", false},
+  json["added_tokens"].push_back({{"id", 3001},
+                                  {"content", "cat"},
+                                  {"single_word", true},
+                                  {"lstrip", false},
+                                  {"rstrip", false},
+                                  {"normalized", false},
                                   {"special", false}});
   WriteFile(dir / "tokenizer.json", json.dump());
   return Load(dir);
@@ -277,8 +289,8 @@ TEST(HfTokenizerTest, AddedTokenFlagsFollowTokenizers) {
   ASSERT_NE(tokenizer, nullptr);
   EXPECT_EQ(tokenizer->vocab_size(), 3002);
   // lstrip / rstrip: the spaces around <mask> belong to it.
-  EXPECT_EQ(tokenizer->Encode("a  <mask>  b"), (std::vector<int>{tokenizer->Encode("a")[0], 3000,
-                                                                 tokenizer->Encode("b")[0]}));
+  EXPECT_EQ(tokenizer->Encode("a  <mask>  b"),
+            (std::vector<int>{tokenizer->Encode("a")[0], 3000, tokenizer->Encode("b")[0]}));
   // single_word: "cat" alone is the added token, inside a word it is ordinary text.
   const std::vector<int> alone = tokenizer->Encode("a cat here");
   EXPECT_NE(std::find(alone.begin(), alone.end(), 3001), alone.end());
@@ -370,7 +382,10 @@ TEST(HfTokenizerTest, PostProcessorAndConfigFlagsDecideTheSpecials) {
 TEST(HfTokenizerTest, InvalidUtf8IsEncodedAsReplacementCharacters) {
   std::shared_ptr<const Tokenizer> gpt2 = Load(DataDir() / "gpt2");
   ASSERT_NE(gpt2, nullptr);
-  EXPECT_EQ(gpt2->Encode("a\xFF" "b"), gpt2->Encode("a\xEF\xBF\xBD" "b"));
+  EXPECT_EQ(gpt2->Encode("a\xFF"
+                         "b"),
+            gpt2->Encode("a\xEF\xBF\xBD"
+                         "b"));
 }
 
 TEST(HfTokenizerTest, LongRunsEncodeAndRoundTrip) {
@@ -378,10 +393,9 @@ TEST(HfTokenizerTest, LongRunsEncodeAndRoundTrip) {
   // merge loop; every tokenizer must stay total and lossless here.
   std::string emoji;
   for (int i = 0; i < 20000; ++i) emoji += "\xF0\x9F\x99\x82";
-  const std::vector<std::string> texts = {"x" + std::string(200000, ' ') + "y",
-                                          "x" + std::string(200000, '\n') + "y",
-                                          "x" + std::string(100000, 'a'), "x" + emoji,
-                                          "x \xC2\x85 y\xC2\x85\xC2\x85z"};
+  const std::vector<std::string> texts = {
+      "x" + std::string(200000, ' ') + "y", "x" + std::string(200000, '\n') + "y",
+      "x" + std::string(100000, 'a'), "x" + emoji, "x \xC2\x85 y\xC2\x85\xC2\x85z"};
   for (const Fixture& fixture : kFixtures) {
     SCOPED_TRACE(fixture.name);
     std::shared_ptr<const Tokenizer> tokenizer = Load(DataDir() / fixture.name);
