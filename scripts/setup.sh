@@ -12,6 +12,8 @@ PACKAGES=(
   # Libraries
   libabsl-dev libfaiss-dev nlohmann-json3-dev libre2-dev libgtest-dev libgmock-dev
   libsentencepiece-dev prometheus-cpp-dev civetweb libomp-dev
+  # Tokenizers of Hugging Face folders: split regexes with lookahead (PCRE2), NFC (ICU)
+  libpcre2-dev libicu-dev
   # Python client and end-to-end tests (system python3)
   python3 python3-grpcio python3-numpy python3-protobuf
   # Tools used by tests and docs
