@@ -36,7 +36,7 @@ ModelInfo MakeModelInfo(const model::Model& model, const std::string& path) {
   info.d_model = c.d_model;
   info.heads = c.n_heads;
   info.vocab_size = c.vocab_size;
-  info.parameters = c.ParameterCount();
+  info.parameters = model.ParameterCount();
   info.seg_len = c.seg_len;
   info.mem_len = c.mem_len;
   info.cmem_len = c.cmem_len;
@@ -87,6 +87,8 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& confi
   model::LoadOptions load;
   load.device = device;
   load.weight_dtype = weight_dtype;
+  load.window = config.window;
+  load.sink_tokens = config.sink_tokens;
   MNEMO_ASSIGN_OR_RETURN(std::unique_ptr<model::Model> model,
                          model::Model::Load(config.model_dir, load));
   ModelInfo info = MakeModelInfo(*model, config.model_dir);

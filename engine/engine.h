@@ -73,6 +73,11 @@ struct EngineConfig {
   // and each product's inputs rounded to bfloat16: bfloat16 dot products, AVX512-BF16 where
   // the CPU has it). CPU only; docs/results/weight_dtype.md.
   std::string weight_dtype = "float32";
+  // Bounded sessions for the Hugging Face families (model::LoadOptions::window, ::sink_tokens;
+  // docs/user-guide.md "Bounded sessions"): a query sees its last `window` positions plus the
+  // first `sink_tokens` of its sequence. 0 / -1 = the model's own.
+  int window = 0;
+  int sink_tokens = -1;
   // Shared kNN-LM datastores, as `--datastore` values: NAME=DIR[,lambda=L][,k=K]
   // [,temperature=T][,nprobe=N]. Each must have been built for this model.
   std::vector<std::string> datastores;

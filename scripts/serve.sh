@@ -3,11 +3,14 @@
 #   gRPC on 127.0.0.1:50051, Prometheus metrics on http://127.0.0.1:9090/metrics.
 #
 #   scripts/serve.sh [mnemo-server flags...]     e.g. --listen 0.0.0.0:50051 --threads 2
+#   scripts/serve.sh --model /path/to/Mistral-7B-Instruct-v0.3 [flags...]
 #
-# Serves the bundled model models/mnemo-stdlib (trained by scripts/train_model.sh; see its
-# README.md), or the model directory in MNEMO_MODEL. If neither exists it creates a randomly
-# initialised model in build/models/random and says so loudly: the server works end to end,
-# but its output is gibberish by design.
+# Serves the model directory given with --model (a mnemo model, or a Hugging Face folder:
+# Llama, Mistral, Qwen2, GPT-2; README "Serve a Hugging Face model"), else the one in
+# MNEMO_MODEL, else the bundled model models/mnemo-stdlib (trained by scripts/train_model.sh;
+# see its README.md). If the bundled model is missing it creates a randomly initialised model
+# in build/models/random and says so loudly: the server works end to end, but its output is
+# gibberish by design. A --model that does not exist is an error.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -15,7 +18,23 @@ build_dir="${MNEMO_BUILD_DIR:-$root/build}"
 
 bash "$root/scripts/build.sh" mnemo-server mnemo-model mnemo-cli
 
-wanted="${MNEMO_MODEL:-$root/models/mnemo-stdlib}"
+# --model DIR / --model=DIR among the arguments: serve that folder, nothing else.
+explicit=""
+args=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --model) explicit="${2:?serve: --model needs a directory}"; shift 2 ;;
+    --model=*) explicit="${1#--model=}"; shift ;;
+    *) args+=("$1"); shift ;;
+  esac
+done
+set -- "${args[@]+"${args[@]}"}"
+if [ -n "$explicit" ] && [ ! -f "$explicit/config.json" ]; then
+  echo "serve: --model $explicit: no config.json there (a mnemo model directory or a Hugging Face folder is needed)" >&2
+  exit 1
+fi
+
+wanted="${explicit:-${MNEMO_MODEL:-$root/models/mnemo-stdlib}}"
 model="$wanted"
 if [ ! -f "$model/config.json" ]; then
   model="$build_dir/models/random"

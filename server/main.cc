@@ -67,6 +67,15 @@ ABSL_FLAG(std::string, weight_dtype, "float32",
           "half the bytes each decode step reads; or bfloat16 (weights and each product's "
           "inputs rounded to bfloat16: bfloat16 dot products, fastest on CPUs with AVX512-BF16). "
           "Log-probs change slightly (CPU only; see docs/results/weight_dtype.md).");
+ABSL_FLAG(int, window, 0,
+          "Hugging Face models: a query sees itself and the window - 1 positions before it, so a "
+          "session's memory and per-token cost stay bounded however long it runs (0 = the "
+          "model's sliding_window, else min(max_position_embeddings, 4096)). See "
+          "docs/user-guide.md, Bounded sessions.");
+ABSL_FLAG(int, sink_tokens, -1,
+          "Hugging Face models with RoPE: also keep a sequence's first N positions visible once "
+          "they leave the window (StreamingLLM's attention sinks; -1 = none). See "
+          "docs/user-guide.md, Bounded sessions.");
 ABSL_FLAG(std::string, datastore, "",
           "A shared kNN-LM datastore built by mnemo-index for this model, as "
           "NAME=DIR[,lambda=L][,k=K][,temperature=T][,nprobe=N] (the values are what requests "
@@ -127,6 +136,8 @@ mnemo::engine::EngineConfig EngineConfigFromFlags(const std::vector<std::string>
   config.knn_exact_threshold = absl::GetFlag(FLAGS_knn_exact_threshold);
   config.kv_dtype = absl::GetFlag(FLAGS_kv_dtype);
   config.weight_dtype = absl::GetFlag(FLAGS_weight_dtype);
+  config.window = absl::GetFlag(FLAGS_window);
+  config.sink_tokens = absl::GetFlag(FLAGS_sink_tokens);
   config.datastores = datastores;
   config.max_session_datastore_entries = absl::GetFlag(FLAGS_max_session_datastore_entries);
   config.max_new_tokens_cap = absl::GetFlag(FLAGS_max_new_tokens);

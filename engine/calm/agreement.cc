@@ -34,6 +34,13 @@ CalibrationText TextFromBytes(std::string name, const std::string& bytes) {
   return text;
 }
 
+CalibrationText TextFromTokenizer(std::string name, const std::string& text,
+                                  const tokenizer::Tokenizer& tokenizer) {
+  CalibrationText out{std::move(name), tokenizer.EncodeWithSpecials(text)};
+  if (!out.tokens.empty()) out.tokens.pop_back();
+  return out;
+}
+
 double TextAgreement::Risk() const {
   if (positions == 0) return 0.0;
   return 1.0 - static_cast<double>(agreeing) / static_cast<double>(positions);

@@ -22,6 +22,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "engine/model/model.h"
+#include "engine/tokenizer/tokenizer.h"
 
 namespace mnemo::calm {
 
@@ -32,6 +33,11 @@ struct CalibrationText {
   std::vector<int> tokens;
 };
 CalibrationText TextFromBytes(std::string name, const std::string& bytes);
+// The same for any model's vocabulary: `text` encoded as the model reads a text
+// (Tokenizer::EncodeWithSpecials: BOS first when the tokenizer adds one), without the last
+// token (nothing after it to predict).
+CalibrationText TextFromTokenizer(std::string name, const std::string& text,
+                                  const tokenizer::Tokenizer& tokenizer);
 
 // Counts for one text at one threshold.
 struct TextAgreement {

@@ -105,14 +105,14 @@ absl::StatusOr<Manifest> BuildDatastore(model::Model& model, const ModelId& mode
       MNEMO_ASSIGN_OR_RETURN(std::string text, util::ReadFile(file.path));
       if (static_cast<int64_t>(text.size()) > file.bytes) text.resize(static_cast<size_t>(file.bytes));
       if (text.empty()) continue;
-      std::vector<int> tokens;
-      tokens.reserve(text.size() + 1);
-      tokens.push_back(model::kBosId);
-      for (unsigned char c : text) tokens.push_back(c);
+      // The file as the model reads a text (BOS first when its tokenizer adds one; the byte
+      // vocabulary: BOS then one token per byte).
+      const std::vector<int> tokens = model.tokenizer().EncodeWithSpecials(text);
       memory::SessionMemory memory = model.NewMemory();
-      // Position t (of n = bytes + 1 tokens) predicts token t + 1; the last position has no
-      // next token, so a file gives exactly `bytes` entries.
-      const int64_t n_entries = static_cast<int64_t>(text.size());
+      // Position t predicts token t + 1; the last position has no next token, so a file of n
+      // tokens gives n - 1 entries (the byte vocabulary: exactly `bytes`).
+      const int64_t n_entries = static_cast<int64_t>(tokens.size()) - 1;
+      const int64_t bytes_before = state.bytes_done;
       for (int64_t pos = 0; pos < n_entries; pos += chunk) {
         const int64_t n = std::min<int64_t>(chunk, n_entries - pos);
         torch::Tensor keys;
@@ -131,7 +131,7 @@ absl::StatusOr<Manifest> BuildDatastore(model::Model& model, const ModelId& mode
         values_out.write(reinterpret_cast<const char*>(values.data()),
                          static_cast<std::streamsize>(n * 4));  // little-endian hosts only
         state.entries += n;
-        state.bytes_done += n;
+        state.bytes_done = bytes_before + static_cast<int64_t>(text.size()) * (pos + n) / n_entries;
         report("keys");
       }
     }

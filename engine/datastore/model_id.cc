@@ -12,6 +12,8 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "engine/model/hf/checkpoint.h"
+#include "engine/model/model.h"
 #include "engine/model/model_config.h"
 #include "engine/util/files.h"
 #include "engine/util/status_macros.h"
@@ -51,15 +53,10 @@ absl::Status AddRange(std::ifstream& in, int64_t offset, int64_t n, const std::s
 
 absl::StatusOr<ModelId> ComputeModelId(const std::string& model_dir) {
   const std::string config_path = (fs::path(model_dir) / "config.json").string();
-  const std::string weights_path = (fs::path(model_dir) / "model.safetensors").string();
   MNEMO_ASSIGN_OR_RETURN(std::string config_text, util::ReadFile(config_path));
-  MNEMO_ASSIGN_OR_RETURN(model::ModelConfig config, model::ParseModelConfig(config_text));
-
-  std::error_code error;
-  const auto size = fs::file_size(weights_path, error);
-  if (error) return absl::NotFoundError(absl::StrCat("cannot stat ", weights_path));
-  std::ifstream weights(weights_path, std::ios::binary);
-  if (!weights) return absl::NotFoundError(absl::StrCat("cannot open ", weights_path));
+  MNEMO_ASSIGN_OR_RETURN(model::ModelConfig config, model::LoadModelConfig(model_dir));
+  // model.safetensors, or a Hugging Face folder's shards in name order.
+  MNEMO_ASSIGN_OR_RETURN(std::vector<std::string> weight_files, model::hf::WeightFiles(model_dir));
 
   // The calibrated CALM thresholds and default exit measure (mnemo-calibrate --write) change
   // no weight and no hidden state, so they must not orphan the model's datastores: they are
@@ -75,14 +72,22 @@ absl::StatusOr<ModelId> ComputeModelId(const std::string& model_dir) {
   }
   Fnv1a64 hash;
   hash.Add(config_text.data(), config_text.size());
-  const int64_t bytes = static_cast<int64_t>(size);
-  char size_bytes[8];
-  for (int i = 0; i < 8; ++i) size_bytes[i] = static_cast<char>((bytes >> (8 * i)) & 0xff);
-  hash.Add(size_bytes, 8);
-  const int64_t head = std::min(bytes, kEndBytes);
-  MNEMO_RETURN_IF_ERROR(AddRange(weights, 0, head, weights_path, hash));
-  const int64_t tail = std::min(bytes, kEndBytes);
-  MNEMO_RETURN_IF_ERROR(AddRange(weights, bytes - tail, tail, weights_path, hash));
+  // Each weight file's size, first and last MiB (one file: as it always was).
+  for (const std::string& weights_path : weight_files) {
+    std::error_code error;
+    const auto size = fs::file_size(weights_path, error);
+    if (error) return absl::NotFoundError(absl::StrCat("cannot stat ", weights_path));
+    std::ifstream weights(weights_path, std::ios::binary);
+    if (!weights) return absl::NotFoundError(absl::StrCat("cannot open ", weights_path));
+    const int64_t bytes = static_cast<int64_t>(size);
+    char size_bytes[8];
+    for (int i = 0; i < 8; ++i) size_bytes[i] = static_cast<char>((bytes >> (8 * i)) & 0xff);
+    hash.Add(size_bytes, 8);
+    const int64_t head = std::min(bytes, kEndBytes);
+    MNEMO_RETURN_IF_ERROR(AddRange(weights, 0, head, weights_path, hash));
+    const int64_t tail = std::min(bytes, kEndBytes);
+    MNEMO_RETURN_IF_ERROR(AddRange(weights, bytes - tail, tail, weights_path, hash));
+  }
   return ModelId{config.name, absl::StrFormat("%016x", hash.hash())};
 }
 

@@ -29,13 +29,17 @@ class LayerMemory {
   // [batch, heads, knn_capacity, d_head], L2-normalised; the kNN layer's dense ring only
   const torch::Tensor& k_knn() const { return k_knn_; }
   const torch::Tensor& v_knn() const { return v_knn_; }
+  // [batch, heads, sink_len, d_head]: the sequence's first positions (MemoryShape::sink_len);
+  // undefined without sinks
+  const torch::Tensor& k_sink() const { return k_sink_; }
+  const torch::Tensor& v_sink() const { return v_sink_; }
   // The kNN layer's entries when MemoryShape::knn_store (then k_knn/v_knn are undefined);
   // null otherwise.
   const knn::KnnMemory* knn_store() const { return knn_store_.get(); }
 
   // Every ring, defined or not, always in this order.
-  std::array<const torch::Tensor*, 6> rings() const {
-    return {&k_raw_, &v_raw_, &k_cmp_, &v_cmp_, &k_knn_, &v_knn_};
+  std::array<const torch::Tensor*, 8> rings() const {
+    return {&k_raw_, &v_raw_, &k_cmp_, &v_cmp_, &k_knn_, &v_knn_, &k_sink_, &v_sink_};
   }
 
   int64_t bytes() const {
@@ -51,7 +55,7 @@ class LayerMemory {
   friend class SessionMemory;
   friend class LayerWrite;
 
-  torch::Tensor k_raw_, v_raw_, k_cmp_, v_cmp_, k_knn_, v_knn_;  // shapes: see the accessors
+  torch::Tensor k_raw_, v_raw_, k_cmp_, v_cmp_, k_knn_, v_knn_, k_sink_, v_sink_;  // see accessors
   std::unique_ptr<knn::KnnMemory> knn_store_;
 };
 

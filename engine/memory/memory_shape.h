@@ -27,6 +27,12 @@ struct MemoryShape {
   // memory's dtype: half the bytes a session holds and decode attention reads; keys and values
   // are rounded as they are stored, and read back widened to float32. Inference on the CPU only.
   bool half_rings = false;
+  // Attention sinks (StreamingLLM): the first sink_len positions of the sequence are also kept
+  // in a small ring of their own (LayerMemory k_sink/v_sink, slot p for position p) that the
+  // raw ring's sliding never overwrites, so a family can keep them visible after they leave
+  // the raw window. 0 = none. Which queries see them, and at which positions, is the family's
+  // (engine/model/hf/decoder_network.h).
+  int sink_len = 0;
 
   // The raw ring holds the window of the oldest query of a segment plus the segment itself.
   int raw_capacity() const { return mem_len + seg_len; }
@@ -43,7 +49,8 @@ struct MemoryShape {
            seg_len == o.seg_len && mem_len == o.mem_len && cmem_len == o.cmem_len &&
            cmem_rate == o.cmem_rate && max_distance == o.max_distance &&
            knn_layer == o.knn_layer && knn_len == o.knn_len && knn_store == o.knn_store &&
-           knn_exact_threshold == o.knn_exact_threshold && half_rings == o.half_rings;
+           knn_exact_threshold == o.knn_exact_threshold && half_rings == o.half_rings &&
+           sink_len == o.sink_len;
   }
   bool operator!=(const MemoryShape& o) const { return !(*this == o); }
 };

@@ -3,6 +3,7 @@
 #include <c10/util/Exception.h>
 #include <torch/utils.h>
 
+#include <algorithm>
 #include <cstring>
 #include <utility>
 
@@ -53,6 +54,13 @@ void LayerWrite::WriteRaw(const torch::Tensor& k, const torch::Tensor& v) {
   // A no-op .to() for rings of the keys' own type; float16 rings round here.
   m.k_raw_.index_copy_(2, slots, k.to(m.k_raw_.scalar_type()));
   m.v_raw_.index_copy_(2, slots, v.to(m.v_raw_.scalar_type()));
+  // Sinks: positions below sink_len also go to their own slot (position p in slot p).
+  const int64_t start = plan().start;
+  if (m.k_sink_.defined() && start < m.k_sink_.size(2)) {
+    const int64_t n = std::min<int64_t>(plan().length, m.k_sink_.size(2) - start);
+    m.k_sink_.narrow(2, start, n).copy_(k.narrow(2, 0, n));
+    m.v_sink_.narrow(2, start, n).copy_(v.narrow(2, 0, n));
+  }
 }
 
 void LayerWrite::WriteRawPosition(const float* k, const float* v, int64_t head_stride,
@@ -62,6 +70,10 @@ void LayerWrite::WriteRawPosition(const float* k, const float* v, int64_t head_s
   const int64_t slot = plan().raw_write_slots.data_ptr<int64_t>()[0];
   WriteHostSlot(k, head_stride, slot, to_half, m.k_raw_);
   WriteHostSlot(v, head_stride, slot, to_half, m.v_raw_);
+  if (m.k_sink_.defined() && plan().start < m.k_sink_.size(2)) {
+    WriteHostSlot(k, head_stride, plan().start, to_half, m.k_sink_);
+    WriteHostSlot(v, head_stride, plan().start, to_half, m.v_sink_);
+  }
 }
 
 void LayerWrite::WriteCompressed(const torch::Tensor& k, const torch::Tensor& v) {

@@ -95,6 +95,10 @@ SessionMemory SessionMemory::Create(const MemoryShape& shape,
       buffer(shape.cmp_capacity(), layer.k_cmp_, /*attention=*/true);
       buffer(shape.cmp_capacity(), layer.v_cmp_, /*attention=*/true);
     }
+    if (shape.sink_len > 0) {
+      buffer(shape.sink_len, layer.k_sink_, /*attention=*/true);
+      buffer(shape.sink_len, layer.v_sink_, /*attention=*/true);
+    }
     if (i == shape.knn_layer && shape.knn_capacity() > 0 && shape.knn_store) {
       knn::KnnMemoryConfig config;
       config.heads = shape.heads;

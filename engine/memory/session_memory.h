@@ -97,6 +97,7 @@ class SessionMemory {
     kCompressedRing,  // LayerMemory k_cmp / v_cmp: [batch, H, cmp_capacity, dh] (cmem only)
     kKnnRing,         // LayerMemory k_knn / v_knn: the dense kNN ring (training)
     kKnnStore,        // LayerMemory's knn::KnnMemory (inference's kNN layer)
+    kSinkRing,        // LayerMemory k_sink / v_sink: [batch, H, sink_len, dh] (sinks only)
     kSlotMap,         // raw_positions_ / cmp_groups_: what each slot holds, -1 = empty
     kRowStarts,       // row_starts_: where each batch row's current document began
     kCounter,         // next_position_, planned_end_
@@ -147,6 +148,8 @@ void SessionMemory::VisitPieces(Self& self, Visitor& visit) {
     visit(PieceKind::kKnnRing, "k_knn", i, layer.k_knn_);
     visit(PieceKind::kKnnRing, "v_knn", i, layer.v_knn_);
     visit(PieceKind::kKnnStore, "knn_store", i, layer.knn_store_);
+    visit(PieceKind::kSinkRing, "k_sink", i, layer.k_sink_);
+    visit(PieceKind::kSinkRing, "v_sink", i, layer.v_sink_);
   }
   visit(PieceKind::kSlotMap, "raw_positions", -1, self.raw_positions_);
   visit(PieceKind::kSlotMap, "cmp_groups", -1, self.cmp_groups_);

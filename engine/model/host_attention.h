@@ -59,14 +59,19 @@ struct HostAttentionRow {
 };
 
 struct HostAttentionShape {
-  int64_t heads = 0;
+  int64_t heads = 0;       // query heads
   int64_t d_head = 0;
   int64_t table_rows = 0;  // D = max_distance + 1
   float scale = 1.0f;      // 1 / sqrt(d_head)
+  // Query heads per ring head (grouped-query attention): head h reads ring head h / kv_group;
+  // the rings hold heads / kv_group heads.
+  int64_t kv_group = 1;
 };
 
 // u_bias, v_bias: [H, dh]; table: [H, D, dh] contiguous; rows: [A]; y: [A, H * dh] (the
-// output projection's input), written. A row with no visible slot gets y = 0 (cannot happen
+// output projection's input), written. With table (and the biases) null the score is plain
+// scaled dot-product attention, s_j = scale * q . k_j (the RoPE families: their keys carry
+// their positions; distances then only count the visible slots). A row with no visible slot gets y = 0 (cannot happen
 // in decode or prefill: a query always sees its own position).
 void HostAttention(const float* u_bias, const float* v_bias, const float* table,
                    const HostAttentionShape& shape, absl::Span<const HostAttentionRow> rows,

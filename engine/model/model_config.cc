@@ -176,6 +176,23 @@ int ModelConfig::MaxDistance() const {
   return std::min(clamp_len, std::max(raw, compressed));
 }
 
+absl::Status ParseExitSettings(const std::string& json_text, ModelConfig& config) {
+  json j;
+  try {
+    j = json::parse(json_text);
+  } catch (const json::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat("config.json is not valid JSON: ", e.what()));
+  }
+  if (!j.is_object()) return absl::InvalidArgumentError("config.json must hold a JSON object");
+  if (absl::Status s = Read(j, "exit_threshold", config.exit_threshold); !s.ok()) return s;
+  if (absl::Status s = ReadExitFields(j, config); !s.ok()) return s;
+  if (auto s = Check(config.exit_threshold >= 0.0f && std::isfinite(config.exit_threshold),
+                     "exit_threshold must be finite and >= 0 (1.0 = never exit)");
+      !s.ok())
+    return s;
+  return absl::OkStatus();
+}
+
 absl::StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text) {
   json j;
   try {

@@ -79,6 +79,9 @@ struct ModelConfig {
 };
 
 absl::StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text);
+// The CALM fields mnemo-calibrate writes into any family's config.json (exit_threshold,
+// exit_thresholds, exit_measure; see ModelConfig) into `config`; absent fields keep its values.
+absl::Status ParseExitSettings(const std::string& json_text, ModelConfig& config);
 // INVALID_ARGUMENT naming the first field that is out of range.
 absl::Status ValidateModelConfig(const ModelConfig& config);
 absl::StatusOr<Compression> ParseCompression(const std::string& name);

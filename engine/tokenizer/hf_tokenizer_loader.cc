@@ -1,6 +1,7 @@
 #include "engine/tokenizer/hf_tokenizer_loader.h"
 
 #include <algorithm>
+#include <atomic>
 #include <filesystem>
 #include <functional>
 #include <optional>
@@ -10,7 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "engine/tokenizer/hf_tokenizer.h"
 #include "engine/tokenizer/hf_tokenizer_json.h"
-#include "engine/tokenizer/sentencepiece_tokenizer.h"
+#include "engine/tokenizer/sentencepiece_tokenizer.h"  // SentencePieceOptions only
 #include "engine/util/files.h"
 #include "engine/util/status_macros.h"
 #include "nlohmann/json.hpp"
@@ -167,6 +168,8 @@ absl::StatusOr<std::shared_ptr<const Tokenizer>> LoadTokenizerJson(const FolderC
   return std::shared_ptr<const Tokenizer>(std::move(*tokenizer));
 }
 
+std::atomic<SentencePieceLoader> g_sentencepiece_loader{nullptr};
+
 absl::StatusOr<std::shared_ptr<const Tokenizer>> LoadSentencePiece(const FolderConfigs& configs) {
   SentencePieceOptions options;
   options.add_bos = OptionalBool(configs.tokenizer_config, "add_bos_token").value_or(true);
@@ -175,13 +178,22 @@ absl::StatusOr<std::shared_ptr<const Tokenizer>> LoadSentencePiece(const FolderC
   MNEMO_ASSIGN_OR_RETURN(options.eos_ids,
                          ResolveEos(configs, [](const std::string&) { return -1; }));
   const std::string path = configs.Path("tokenizer.model");
-  MNEMO_ASSIGN_OR_RETURN(std::unique_ptr<SentencePieceTokenizer> tokenizer,
-                         SentencePieceTokenizer::Create(path, options));
+  SentencePieceLoader loader = g_sentencepiece_loader.load();
+  if (loader == nullptr) {
+    return absl::UnimplementedError(absl::StrCat(
+        configs.dir, " has tokenizer.model but no tokenizer.json; this program reads "
+        "tokenizer.json only (libsentencepiece bundles its own protobuf, which cannot share a "
+        "process with the server's gRPC and LibTorch). Write tokenizer.json once with "
+        "transformers: AutoTokenizer.from_pretrained(DIR).save_pretrained(DIR)"));
+  }
+  MNEMO_ASSIGN_OR_RETURN(std::shared_ptr<const Tokenizer> tokenizer, loader(path, options));
   MNEMO_RETURN_IF_ERROR(CheckIds(tokenizer->eos_ids(), tokenizer->vocab_size(), "eos_token_id"));
-  return std::shared_ptr<const Tokenizer>(std::move(tokenizer));
+  return tokenizer;
 }
 
 }  // namespace
+
+void SetSentencePieceLoader(SentencePieceLoader loader) { g_sentencepiece_loader.store(loader); }
 
 absl::StatusOr<std::shared_ptr<const Tokenizer>> LoadHfTokenizer(const std::string& dir) {
   FolderConfigs configs;

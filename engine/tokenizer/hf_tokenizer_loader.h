@@ -2,7 +2,11 @@
 //
 //   - tokenizer.json present: HfTokenizer (hf_tokenizer.h), byte-level BPE ("bpe") or
 //     SentencePiece-style BPE ("sentencepiece-bpe"), as transformers 5.x encodes and decodes;
-//   - else tokenizer.model: SentencePieceTokenizer (libsentencepiece, "sentencepiece").
+//   - else tokenizer.model: SentencePieceTokenizer (libsentencepiece, "sentencepiece"), in
+//     programs that installed it with SetSentencePieceLoader (UNIMPLEMENTED elsewhere, naming
+//     the fix). libsentencepiece bundles its own copy of protobuf, whose symbols collide with
+//     the libprotobuf gRPC and LibTorch load (the process crashes at start-up), so that path is
+//     the separate library mnemo_tokenizer_sentencepiece, linked only where no libprotobuf is.
 //
 // The special ids the engine uses (tokenizer.h's SpecialIds):
 //   - bos: the id "with special tokens" puts first (tokenizer.json's post_processor, or
@@ -30,6 +34,14 @@
 namespace mnemo::tokenizer {
 
 absl::StatusOr<std::shared_ptr<const Tokenizer>> LoadHfTokenizer(const std::string& dir);
+
+// Options of the tokenizer.model path (sentencepiece_tokenizer.h).
+struct SentencePieceOptions;
+// Makes the tokenizer of a tokenizer.model file (sentencepiece_tokenizer.h's
+// LoadSentencePieceTokenizer). Installed once, before LoadHfTokenizer runs.
+using SentencePieceLoader = absl::StatusOr<std::shared_ptr<const Tokenizer>> (*)(
+    const std::string& path, const SentencePieceOptions& options);
+void SetSentencePieceLoader(SentencePieceLoader loader);
 
 }  // namespace mnemo::tokenizer
 

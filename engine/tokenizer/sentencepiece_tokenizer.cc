@@ -1,5 +1,7 @@
 #include "engine/tokenizer/sentencepiece_tokenizer.h"
 
+#include "engine/tokenizer/hf_tokenizer_loader.h"
+
 // sentencepiece_processor.h declares its own `namespace absl { using std::string_view; }`,
 // which is ambiguous next to the real Abseil; renaming it while the header is read keeps the
 // two apart (the library's symbols take std::string_view either way).
@@ -124,5 +126,15 @@ std::string SentencePieceTokenizer::Decode(absl::Span<const int> ids) const {
   }
   return bytes.substr(drop);
 }
+
+absl::StatusOr<std::shared_ptr<const Tokenizer>> LoadSentencePieceTokenizer(
+    const std::string& path, const SentencePieceOptions& options) {
+  absl::StatusOr<std::unique_ptr<SentencePieceTokenizer>> tokenizer =
+      SentencePieceTokenizer::Create(path, options);
+  if (!tokenizer.ok()) return tokenizer.status();
+  return std::shared_ptr<const Tokenizer>(*std::move(tokenizer));
+}
+
+void InstallSentencePieceLoader() { SetSentencePieceLoader(&LoadSentencePieceTokenizer); }
 
 }  // namespace mnemo::tokenizer

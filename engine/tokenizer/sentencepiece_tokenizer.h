@@ -66,6 +66,12 @@ class SentencePieceTokenizer : public Tokenizer {
   int leading_spaces_dropped_ = 0;
 };
 
+// SetSentencePieceLoader's function (hf_tokenizer_loader.h): SentencePieceTokenizer::Create.
+absl::StatusOr<std::shared_ptr<const Tokenizer>> LoadSentencePieceTokenizer(
+    const std::string& path, const SentencePieceOptions& options);
+// Lets LoadHfTokenizer read tokenizer.model files in this program (one without libprotobuf).
+void InstallSentencePieceLoader();
+
 }  // namespace mnemo::tokenizer
 
 #endif  // MNEMO_ENGINE_TOKENIZER_SENTENCEPIECE_TOKENIZER_H_

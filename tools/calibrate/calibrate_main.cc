@@ -219,7 +219,7 @@ int Run(int argc, char** argv) {
   std::vector<calm::CalibrationText> texts;
   int64_t positions = 0;
   for (const ev::Document& d : *documents) {
-    texts.push_back(calm::TextFromBytes(d.path, d.bytes));
+    texts.push_back(calm::TextFromTokenizer(d.path, d.bytes, (*model)->tokenizer()));
     positions += static_cast<int64_t>(texts.back().tokens.size());
   }
   const int64_t n = static_cast<int64_t>(texts.size());

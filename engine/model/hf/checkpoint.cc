@@ -23,49 +23,52 @@ bool Weightless(const std::string& name) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::Open(const std::string& dir) {
-  std::unique_ptr<Checkpoint> checkpoint(new Checkpoint());
+absl::StatusOr<std::vector<std::string>> WeightFiles(const std::string& dir) {
   const fs::path single = fs::path(dir) / "model.safetensors";
   const fs::path index = fs::path(dir) / "model.safetensors.index.json";
   std::error_code error;
-  std::vector<std::string> shards;
-  if (fs::exists(single, error)) {
-    shards.push_back(single.string());
-  } else if (fs::exists(index, error)) {
-    absl::StatusOr<std::string> text = util::ReadFile(index.string());
-    if (!text.ok()) return text.status();
-    json j;
-    try {
-      j = json::parse(*text);
-    } catch (const json::exception& e) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(index.string(), ": not valid JSON: ", e.what()));
-    }
-    auto map = j.find("weight_map");
-    if (map == j.end() || !map->is_object()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(index.string(), ": field 'weight_map' must be an object"));
-    }
-    std::set<std::string> names;
-    for (const auto& [tensor, file] : map->items()) {
-      if (!file.is_string()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            index.string(), ": weight_map['", tensor, "'] must be a file name"));
-      }
-      const std::string shard = file.get<std::string>();
-      if (shard.find('/') != std::string::npos || shard.find("..") != std::string::npos) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            index.string(), ": weight_map['", tensor, "'] names '", shard,
-            "', not a file of this folder"));
-      }
-      names.insert(shard);
-    }
-    for (const std::string& shard : names) shards.push_back((fs::path(dir) / shard).string());
-  } else {
+  if (fs::exists(single, error)) return std::vector<std::string>{single.string()};
+  if (!fs::exists(index, error)) {
     return absl::NotFoundError(absl::StrCat("no weights in ", dir, ": neither ", single.string(),
                                             " nor ", index.string(), " exists"));
   }
-  for (const std::string& path : shards) {
+  absl::StatusOr<std::string> text = util::ReadFile(index.string());
+  if (!text.ok()) return text.status();
+  json j;
+  try {
+    j = json::parse(*text);
+  } catch (const json::exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat(index.string(), ": not valid JSON: ", e.what()));
+  }
+  auto map = j.find("weight_map");
+  if (map == j.end() || !map->is_object()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(index.string(), ": field 'weight_map' must be an object"));
+  }
+  std::set<std::string> names;
+  for (const auto& [tensor, file] : map->items()) {
+    if (!file.is_string()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(index.string(), ": weight_map['", tensor, "'] must be a file name"));
+    }
+    const std::string shard = file.get<std::string>();
+    if (shard.find('/') != std::string::npos || shard.find("..") != std::string::npos) {
+      return absl::InvalidArgumentError(absl::StrCat(index.string(), ": weight_map['", tensor,
+                                                     "'] names '", shard,
+                                                     "', not a file of this folder"));
+    }
+    names.insert(shard);
+  }
+  std::vector<std::string> shards;
+  for (const std::string& shard : names) shards.push_back((fs::path(dir) / shard).string());
+  return shards;
+}
+
+absl::StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::Open(const std::string& dir) {
+  std::unique_ptr<Checkpoint> checkpoint(new Checkpoint());
+  absl::StatusOr<std::vector<std::string>> shards = WeightFiles(dir);
+  if (!shards.ok()) return shards.status();
+  for (const std::string& path : *shards) {
     absl::StatusOr<std::unique_ptr<SafetensorsFile>> file = SafetensorsFile::Open(path);
     if (!file.ok()) return file.status();
     for (const auto& [name, entry] : (*file)->entries()) {

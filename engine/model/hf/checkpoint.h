@@ -24,6 +24,11 @@
 
 namespace mnemo::model::hf {
 
+// The weight files of DIR: [DIR/model.safetensors] if it exists, else the shards
+// DIR/model.safetensors.index.json names (sorted, each once). NOT_FOUND naming both when
+// neither exists; INVALID_ARGUMENT for a malformed index.
+absl::StatusOr<std::vector<std::string>> WeightFiles(const std::string& dir);
+
 class Checkpoint {
  public:
   // Opens DIR's weights: model.safetensors, else model.safetensors.index.json's shards.

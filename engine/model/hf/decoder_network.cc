@@ -299,6 +299,7 @@ torch::Tensor DecoderNetwork::LayerForward(int index, const torch::Tensor& h,
                         .view({1, S, kv_heads_, d_head_}).transpose(1, 2);
   torch::Tensor v = qkv.narrow(-1, (heads_ + kv_heads_) * d_head_, kv_heads_ * d_head_)
                         .view({1, S, kv_heads_, d_head_}).transpose(1, 2);
+  const torch::Tensor q_unrotated = q;  // sinks rotate it to positions of their own
   if (cos.defined()) {
     q = Rotate(q, cos, sin);  // [1, H, S, dh]
     k = Rotate(k, cos, sin);  // [1, Hkv, S, dh]
@@ -315,15 +316,74 @@ torch::Tensor DecoderNetwork::LayerForward(int index, const torch::Tensor& h,
   scores = scores.view({1, kv_heads_, G, S, R});
   const torch::Tensor& mask = write.plan().raw_mask;  // [1, 1, S, R]
   scores.masked_fill_(mask.unsqueeze(2).logical_not(), -std::numeric_limits<float>::infinity());
-  torch::Tensor p = torch::softmax(scores, -1).view({1, kv_heads_, G * S, R});
-  torch::Tensor y = torch::matmul(p, values)  // [1, Hkv, G S, dh]
-                        .view({1, heads_, S, d_head_})
-                        .transpose(1, 2)
-                        .reshape({1, S, heads_ * d_head_});
+  torch::Tensor sink_scores, sink_values;  // [1, Hkv, G, S, V], [1, Hkv, V, dh]
+  PrefillSinks(q_unrotated, m, write.plan().start, sink_scores, sink_values);
+  torch::Tensor y;
+  if (!sink_scores.defined()) {
+    torch::Tensor p = torch::softmax(scores, -1).view({1, kv_heads_, G * S, R});
+    y = torch::matmul(p, values);  // [1, Hkv, G S, dh]
+  } else {
+    const int64_t V = sink_scores.size(-1);
+    torch::Tensor p = torch::softmax(torch::cat({scores, sink_scores}, -1), -1);
+    y = torch::matmul(p.narrow(-1, 0, R).reshape({1, kv_heads_, G * S, R}), values) +
+        torch::matmul(p.narrow(-1, R, V).reshape({1, kv_heads_, G * S, V}), sink_values);
+  }
+  y = y.view({1, heads_, S, d_head_}).transpose(1, 2).reshape({1, S, heads_ * d_head_});
   torch::Tensor x = h + layer.out(y);
   torch::Tensor normed = layer.mlp_norm(x);
   if (ffn_input != nullptr) *ffn_input = normed;
   return x + FeedForward(layer, normed);
+}
+
+void DecoderNetwork::PrefillSinks(const torch::Tensor& q, const memory::LayerMemory& m,
+                                  int64_t start, torch::Tensor& scores,
+                                  torch::Tensor& values) const {
+  const int64_t K = config_.decoder.sink_tokens, mem_len = config_.mem_len;
+  const int64_t S = q.size(2), G = heads_ / kv_heads_;
+  // Sinks the segment's last query sees: those that left its window.
+  const int64_t visible = std::min<int64_t>(K, start + S - 1 - mem_len);
+  if (K == 0 || visible <= 0) return;
+  // StreamingLLM's positions inside the cache: query t sees the c = min(K, t - mem_len) sinks
+  // that left its window at their own positions 0..c-1 and its window right after them, so it
+  // sits at position c + mem_len = min(t, K + mem_len). Sink keys are stored rotated at their
+  // absolute positions, which are their cache positions; the query is rotated to its own.
+  std::vector<int64_t> positions(S);
+  for (int64_t s = 0; s < S; ++s) positions[s] = std::min(start + s, K + mem_len);
+  torch::Tensor cos, sin;
+  Rotary(positions, cos, sin);
+  torch::Tensor q_sink = Rotate(q, cos.to(q.device()), sin.to(q.device()));  // [1, H, S, dh]
+  torch::Tensor keys = m.k_sink().narrow(2, 0, visible).to(torch::kFloat32);  // [1, Hkv, V, dh]
+  values = m.v_sink().narrow(2, 0, visible).to(torch::kFloat32);
+  scores = torch::matmul(q_sink.reshape({1, kv_heads_, G * S, d_head_}), keys.transpose(-1, -2)) *
+           static_cast<float>(1.0 / std::sqrt(static_cast<double>(d_head_)));
+  scores = scores.view({1, kv_heads_, G, S, visible});
+  // Query s sees sink j < min(K, t_s - mem_len).
+  std::vector<uint8_t> allowed(S * visible);
+  for (int64_t s = 0; s < S; ++s) {
+    for (int64_t j = 0; j < visible; ++j) allowed[s * visible + j] = j < start + s - mem_len;
+  }
+  torch::Tensor mask = torch::from_blob(allowed.data(), {S, visible}, torch::kUInt8)
+                           .to(torch::kBool)
+                           .to(q.device());
+  scores.masked_fill_(mask.logical_not(), -std::numeric_limits<float>::infinity());
+}
+
+int64_t DecoderNetwork::DecodeSinks(const memory::LayerMemory& m, int64_t t,
+                                    torch::Tensor& keys) const {
+  const int64_t K = config_.decoder.sink_tokens, mem_len = config_.mem_len;
+  const int64_t visible = std::min<int64_t>(K, std::max<int64_t>(0, t - mem_len));
+  if (visible == 0) return 0;
+  // The query is rotated at t; a sink key stored at position j, rotated on by
+  // shift = t - (K + mem_len) once all K sinks are out of the window, gives the distance
+  // K + mem_len - j the cache assigns (PrefillSinks).
+  const int64_t shift = std::max<int64_t>(0, t - mem_len - K);
+  keys = m.k_sink()[0].to(torch::kFloat32);  // [Hkv, K, dh]
+  if (shift > 0) {
+    torch::Tensor cos, sin;
+    Rotary({shift}, cos, sin);
+    keys = Rotate(keys, cos.to(keys.device()), sin.to(keys.device()));
+  }
+  return visible;
 }
 
 torch::Tensor DecoderNetwork::ForwardSegment(const torch::Tensor& tokens,
@@ -404,6 +464,7 @@ memory::MemoryShape DecoderNetwork::MemoryShapeFor(const MemoryOptions& options)
   shape.knn_layer = -1;
   shape.knn_len = 0;
   shape.half_rings = options.half_rings;
+  shape.sink_len = config_.decoder.sink_tokens;
   return shape;
 }
 
@@ -447,9 +508,20 @@ torch::Tensor DecoderNetwork::DecodeLayer(int index, const torch::Tensor& h_in,
     sin = sin.to(h.device()).unsqueeze(1);
     k = Rotate(k, cos, sin);
   }
-  for (int64_t r = 0; r < B; ++r) {
-    rows.writes[r].layer(index).WriteRaw(k.narrow(0, r, 1).unsqueeze(2),
-                                         v.narrow(0, r, 1).unsqueeze(2));
+  if (rows.host) {
+    // Plain float32 rows [B, Hkv, dh] written straight into each row's ring (no op per row).
+    k = k.contiguous();
+    v = v.contiguous();
+    for (int64_t r = 0; r < B; ++r) {
+      rows.writes[r].layer(index).WriteRawPosition(k.data_ptr<float>() + r * kv_heads_ * d_head_,
+                                                   v.data_ptr<float>() + r * kv_heads_ * d_head_,
+                                                   d_head_, &FloatsToHalves);
+    }
+  } else {
+    for (int64_t r = 0; r < B; ++r) {
+      rows.writes[r].layer(index).WriteRaw(k.narrow(0, r, 1).unsqueeze(2),
+                                           v.narrow(0, r, 1).unsqueeze(2));
+    }
   }
   if (A == 0) return torch::zeros({0, h.size(1)}, h.options());
   torch::Tensor q = qkv.narrow(-1, 0, heads_ * d_head_).view({B, heads_, d_head_});
@@ -458,6 +530,62 @@ torch::Tensor DecoderNetwork::DecodeLayer(int index, const torch::Tensor& h_in,
     q = active.all ? Rotate(q, cos, sin)
                    : Rotate(q, cos.index_select(0, active.index), sin.index_select(0, active.index));
   }
+  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d_head_)));
+  torch::Tensor y;  // [A, H dh]
+  if (rows.host && q.scalar_type() == torch::kFloat32) {
+    // The host kernel over each row's visible slots in place (host_attention.h), grouped.
+    q = q.contiguous();
+    std::vector<HostAttentionRow> views(A);
+    // Rows that see sinks: the sink ring plays the compressed ring's part (these families have
+    // none), its keys rotated to the query's cache positions (DecodeSinks).
+    std::vector<torch::Tensor> sink_keys(A);
+    std::vector<std::vector<RingSpan>> sink_spans(A);
+    std::vector<std::vector<int64_t>> sink_distances(A);
+    for (int64_t a = 0; a < A; ++a) {
+      const int64_t r = active.rows[a];
+      const memory::LayerMemory& m = rows.memory(r, index);
+      HostAttentionRow& view = views[a];
+      view.query = q.data_ptr<float>() + a * heads_ * d_head_;
+      view.query_head_stride = d_head_;
+      view.ring_type = HostRingType(m.k_raw());
+      view.k_raw = m.k_raw().data_ptr();
+      view.v_raw = m.v_raw().data_ptr();
+      view.raw_capacity = m.k_raw().size(2);
+      view.spans = rows.spans[r];
+      view.distances = rows.distances[r];
+      if (!m.k_sink().defined()) continue;
+      const int64_t visible = DecodeSinks(m, rows.plan(r).start, sink_keys[a]);
+      if (visible == 0) continue;
+      sink_keys[a] = sink_keys[a].to(m.k_sink().scalar_type()).contiguous();
+      view.k_cmp = sink_keys[a].data_ptr();
+      view.v_cmp = m.v_sink().data_ptr();
+      view.cmp_capacity = m.k_sink().size(2);
+      sink_spans[a] = rows.spans[r];
+      sink_spans[a].push_back(RingSpan{/*compressed=*/true, 0, visible});
+      sink_distances[a] = rows.distances[r];
+      sink_distances[a].resize(sink_distances[a].size() + visible, 0);
+      view.spans = sink_spans[a];
+      view.distances = sink_distances[a];
+    }
+    HostAttentionShape shape;
+    shape.heads = heads_;
+    shape.d_head = d_head_;
+    shape.scale = scale;
+    shape.kv_group = G;
+    y = torch::empty({A, heads_ * d_head_}, q.options());
+    HostAttention(nullptr, nullptr, nullptr, shape, views, y.data_ptr<float>());
+  } else {
+    y = ReferenceAttend(q, index, rows, active);
+  }
+  torch::Tensor x = (active.all ? h : h.index_select(0, active.index)) + layer.out(y);
+  torch::Tensor normed = layer.mlp_norm(x);
+  if (ffn_input != nullptr) *ffn_input = normed;
+  return x + FeedForward(layer, normed);
+}
+
+torch::Tensor DecoderNetwork::ReferenceAttend(const torch::Tensor& q, int index,
+                                              DecodeStepState& rows, const ActiveRows& active) {
+  const int64_t A = static_cast<int64_t>(active.rows.size()), G = heads_ / kv_heads_;
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(d_head_)));
   std::vector<torch::Tensor> outputs;
   outputs.reserve(A);
@@ -471,13 +599,19 @@ torch::Tensor DecoderNetwork::DecodeLayer(int index, const torch::Tensor& h_in,
         torch::matmul(q[a].view({kv_heads_, G, d_head_}), keys.transpose(1, 2)) * scale;
     scores.masked_fill_(rows.plan(r).raw_mask.view({1, 1, R}).logical_not(),
                         -std::numeric_limits<float>::infinity());
+    torch::Tensor sinks;
+    const int64_t visible =
+        m.k_sink().defined() ? DecodeSinks(m, rows.plan(r).start, sinks) : 0;
+    if (visible > 0) {
+      sinks = sinks.narrow(1, 0, visible);  // [Hkv, V, dh]
+      scores = torch::cat(
+          {scores, torch::matmul(q[a].view({kv_heads_, G, d_head_}), sinks.transpose(1, 2)) * scale},
+          -1);
+      values = torch::cat({values, m.v_sink()[0].narrow(1, 0, visible).to(torch::kFloat32)}, 1);
+    }
     outputs.push_back(torch::matmul(torch::softmax(scores, -1), values).reshape({1, heads_ * d_head_}));
   }
-  torch::Tensor y = A == 1 ? outputs[0] : torch::cat(outputs, 0);  // [A, H dh]
-  torch::Tensor x = (active.all ? h : h.index_select(0, active.index)) + layer.out(y);
-  torch::Tensor normed = layer.mlp_norm(x);
-  if (ffn_input != nullptr) *ffn_input = normed;
-  return x + FeedForward(layer, normed);
+  return A == 1 ? outputs[0] : torch::cat(outputs, 0);
 }
 
 int64_t DecoderNetwork::ParameterCount() const {

@@ -9,10 +9,15 @@
 // query and a key, so keeping post-RoPE keys in a ring that slides gives exactly what
 // transformers computes inside the window, and a session of any length costs the same per
 // token: the ring never grows. A learned-position model (GPT-2) ends at its n_positions.
+// Sinks (StreamingLLM, --sink_tokens K): the first K positions also live in the memory's sink
+// ring; once they leave a query's window it still sees them, at the positions StreamingLLM
+// assigns inside the cache (sinks first, then the window), so no distance exceeds K + window.
 //
 // Computation: float32 products through PackedLinear (small_matmul.h) for q/k/v (fused),
 // the output projection, the feed-forward (gate and up fused) and the head; attention with
-// LibTorch ops (prefill: one masked product per layer over the ring; decode: per row).
+// LibTorch ops for a prompt (one masked product per layer over the ring), and for decode the
+// host kernel (host_attention.h, grouped heads, over each row's visible slots in place) on the
+// CPU, or the reference row by row (ReferenceAttend) elsewhere.
 //
 // Thread-safety: as any Network (family.h): weights read-only once prepared.
 #ifndef MNEMO_ENGINE_MODEL_HF_DECODER_NETWORK_H_
@@ -104,6 +109,20 @@ class DecoderNetwork : public Network {
                              const torch::Tensor& cos, const torch::Tensor& sin,
                              torch::Tensor* ffn_input);
   torch::Tensor FeedForward(const DecoderLayer& layer, const torch::Tensor& x) const;
+  // Sinks (DecoderConfig::sink_tokens) for a prompt segment at `start`: the scores of queries
+  // q [1, H, S, dh] (before RoPE) against the sinks that have left their windows
+  // [1, Hkv, G, S, V] (masked per query) and those sinks' values [1, Hkv, V, dh]; both left
+  // undefined when no query of the segment sees a sink.
+  void PrefillSinks(const torch::Tensor& q, const memory::LayerMemory& m, int64_t start,
+                    torch::Tensor& scores, torch::Tensor& values) const;
+  // Sinks for the decode query at position t: how many it sees (0: `keys` untouched), and in
+  // `keys` [Hkv, sink_len, dh] float32 every sink key rotated to the distance the cache
+  // assigns it from a query rotated at t.
+  int64_t DecodeSinks(const memory::LayerMemory& m, int64_t t, torch::Tensor& keys) const;
+  // Decode attention with LibTorch ops, row by row over each row's whole ring and mask (the
+  // reference; other devices): q [A, H, dh] after RoPE -> [A, H dh].
+  torch::Tensor ReferenceAttend(const torch::Tensor& q, int layer, DecodeStepState& rows,
+                                const ActiveRows& active);
   // [1, S] token ids at positions start.. -> [1, S, d] (embeddings, plus learned positions).
   torch::Tensor EmbedSegment(const torch::Tensor& tokens, int64_t start);
 

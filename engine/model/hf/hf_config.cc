@@ -217,6 +217,8 @@ absl::StatusOr<ModelConfig> ParseHfConfig(const std::string& json_text,
   window = std::min(window, c.decoder.max_positions);
   c.mem_len = std::max(1, window - 1);
   c.clamp_len = c.mem_len;
+  // mnemo-calibrate's thresholds, when it has certified some for this folder.
+  if (absl::Status s = ParseExitSettings(json_text, c); !s.ok()) return s;
   return c;
 }
 

@@ -4,7 +4,7 @@
 #include "engine/model/hf/checkpoint.h"
 #include "engine/model/hf/decoder_network.h"
 #include "engine/model/hf/hf_config.h"
-#include "engine/tokenizer/hf_tokenizer.h"
+#include "engine/tokenizer/hf_tokenizer_loader.h"
 
 namespace mnemo::model::hf {
 

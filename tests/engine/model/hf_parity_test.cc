@@ -89,6 +89,8 @@ class HfParityTest : public ::testing::TestWithParam<std::string> {
     return (ours - t.next_logprob).abs().max().item<double>();
   }
 
+  void BatchedDecodeAgrees(AttentionLayout layout);
+
   std::string dir_;
   std::unique_ptr<Model> model_;
   std::vector<Text> texts_;
@@ -152,7 +154,15 @@ TEST_P(HfParityTest, GreedyContinuationMatchesTransformers) {
 
 // Rows of different lengths in one step: each row i has seen a different prefix of its text;
 // every step feeds each row its next reference id and checks the next-token log-prob.
+// kPerRow runs the host kernel (grouped heads, rings read in place), kPerRowOps the reference.
 TEST_P(HfParityTest, BatchedDecodeMatchesTransformers) {
+  for (AttentionLayout layout : {AttentionLayout::kPerRow, AttentionLayout::kPerRowOps}) {
+    SCOPED_TRACE(layout == AttentionLayout::kPerRow ? "host kernel" : "reference");
+    BatchedDecodeAgrees(layout);
+  }
+}
+
+void HfParityTest::BatchedDecodeAgrees(AttentionLayout layout) {
   const size_t rows = std::min<size_t>(texts_.size(), 4);
   std::vector<memory::SessionMemory> memories;
   std::vector<size_t> fed;
@@ -164,7 +174,7 @@ TEST_P(HfParityTest, BatchedDecodeMatchesTransformers) {
                     .ok());
     fed.push_back(prefix);
   }
-  BatchDecoder decoder(*model_);
+  BatchDecoder decoder(*model_, BatchDecoderOptions{layout});
   double worst = 0;
   for (int step = 0; step < 40; ++step) {
     std::vector<DecodeRow> batch;

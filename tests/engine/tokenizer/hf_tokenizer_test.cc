@@ -16,6 +16,7 @@
 #include "absl/status/status.h"
 #include "engine/tokenizer/decode_stream.h"
 #include "engine/tokenizer/hf_tokenizer_loader.h"
+#include "engine/tokenizer/sentencepiece_tokenizer.h"
 #include "engine/tokenizer/utf8.h"
 #include "engine/util/files.h"
 #include "gtest/gtest.h"
@@ -26,6 +27,9 @@ namespace {
 
 namespace fs = std::filesystem;
 using Json = nlohmann::json;
+
+// This test has no libprotobuf, so it can read tokenizer.model files (hf_tokenizer_loader.h).
+const bool kSentencePieceInstalled = (InstallSentencePieceLoader(), true);
 
 fs::path DataDir() {
   const char* source = std::getenv("MNEMO_SOURCE_DIR");
