@@ -64,6 +64,9 @@ absl::Status BatchDecoder::Validate(absl::Span<const DecodeRow> rows) const {
       return absl::InvalidArgumentError(
           absl::StrCat("row ", r, ": its memory is already another row's in this step"));
     }
+    if (absl::Status length = model_.CheckLength(row.memory->next_position(), 1); !length.ok()) {
+      return absl::Status(length.code(), absl::StrCat("row ", r, ": ", length.message()));
+    }
     const memory::MemoryShape& s = row.memory->shape();
     // The sizes every memory of this model shares, whatever its MemoryOptions.
     const memory::MemoryShape& e = expected;

@@ -86,6 +86,11 @@ class Network {
   virtual torch::Tensor DecodeLayer(int layer, const torch::Tensor& h, DecodeStepState& rows,
                                     const ActiveRows& active, torch::Tensor* ffn_input) = 0;
 
+  // Positions a sequence may reach: -1 = unbounded (relative or rotary positions over a
+  // ring); a learned position table's size (GPT-2's n_positions) otherwise. Model::Forward
+  // and BatchDecoder refuse to go past it (OUT_OF_RANGE).
+  virtual int64_t max_sequence() const { return -1; }
+
   // ---- Weights ----
   virtual int64_t ParameterCount() const = 0;
   // Identifies the weights (an exit classifier records the weights it was trained for).

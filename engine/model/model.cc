@@ -301,6 +301,18 @@ memory::SessionMemory Model::NewMemory(const MemoryOptions& options,
   return network_->NewMemory(options, device_);
 }
 
+int64_t Model::max_sequence() const { return network_->max_sequence(); }
+
+absl::Status Model::CheckLength(int64_t position, int64_t count) const {
+  const int64_t limit = max_sequence();
+  if (limit >= 0 && position + count > limit) {
+    return absl::OutOfRangeError(absl::StrCat(
+        "model ", config_.name, " sees at most ", limit, " positions (its learned position "
+        "table); this sequence would reach ", position + count));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Model::CheckTokens(absl::Span<const int> tokens) const {
   if (tokens.empty()) return absl::InvalidArgumentError("Forward needs at least one token");
   for (int id : tokens) {
@@ -321,6 +333,7 @@ absl::StatusOr<torch::Tensor> Model::Forward(absl::Span<const int> tokens,
                                              memory::SessionMemory& memory, Outputs outputs,
                                              torch::Tensor* knn_lm_keys) {
   MNEMO_RETURN_IF_ERROR(CheckTokens(tokens));
+  MNEMO_RETURN_IF_ERROR(CheckLength(memory.next_position(), static_cast<int64_t>(tokens.size())));
   try {
     c10::InferenceMode inference;
     const int64_t n = static_cast<int64_t>(tokens.size());
@@ -355,6 +368,7 @@ absl::StatusOr<ExitForward> Model::ForwardWithExit(absl::Span<const int> tokens,
                                                    float threshold, ExitMeasure measure) {
   MNEMO_RETURN_IF_ERROR(CheckTokens(tokens));
   MNEMO_RETURN_IF_ERROR(CheckExitMeasure(measure));
+  MNEMO_RETURN_IF_ERROR(CheckLength(memory.next_position(), static_cast<int64_t>(tokens.size())));
   try {
     c10::InferenceMode inference;
     const int64_t n = static_cast<int64_t>(tokens.size());

@@ -172,6 +172,11 @@ class Model {
   // OK when `measure` can be computed for this model; FAILED_PRECONDITION naming the missing
   // classifier (and how to train one) otherwise.
   absl::Status CheckExitMeasure(ExitMeasure measure) const;
+  // The most positions a sequence may reach (Network::max_sequence()); -1 = unbounded.
+  int64_t max_sequence() const;
+  // OUT_OF_RANGE when feeding `count` more tokens at `position` passes max_sequence() (a
+  // learned position table, GPT-2's n_positions).
+  absl::Status CheckLength(int64_t position, int64_t count) const;
 
   // Writes config.json + model.safetensors (float32) into `dir`, creating it.
   absl::Status Save(const std::string& dir) const;

@@ -52,6 +52,9 @@
 
 ABSL_FLAG(std::string, model, "/work/main/models/mnemo-stdlib", "model directory");
 ABSL_FLAG(std::string, corpus, "/usr/lib/python3.11", "text: *.py files below this directory");
+ABSL_FLAG(int, window, 0, "Hugging Face models: the session window (mnemo-server --window)");
+ABSL_FLAG(int, sink_tokens, -1,
+          "Hugging Face models: attention sinks (mnemo-server --sink_tokens)");
 ABSL_FLAG(std::string, history, "1024,4096,65536,1048576", "history lengths (tokens), ascending");
 ABSL_FLAG(std::string, modes, "knn,noknn,full", "which memories to time: knn, noknn, full");
 ABSL_FLAG(int, knn_capacity, 65536, "kNN memory length (MemoryOptions.knn_mem_len)");
@@ -155,6 +158,8 @@ absl::StatusOr<Checkpoint> TimeDecode(mnemo::model::Model& model, mnemo::memory:
 
 absl::Status Run(const std::vector<int64_t>& histories, const std::vector<std::string>& modes) {
   mnemo::model::LoadOptions load;
+  load.window = absl::GetFlag(FLAGS_window);
+  load.sink_tokens = absl::GetFlag(FLAGS_sink_tokens);
   MNEMO_ASSIGN_OR_RETURN(load.weight_dtype,
                          mnemo::model::ParseWeightDtype(absl::GetFlag(FLAGS_weight_dtype)));
   MNEMO_ASSIGN_OR_RETURN(std::unique_ptr<mnemo::model::Model> model,
@@ -178,11 +183,15 @@ absl::Status Run(const std::vector<int64_t>& histories, const std::vector<std::s
 
   MNEMO_ASSIGN_OR_RETURN(const bool half_rings,
                          mnemo::model::ParseKvDtype(absl::GetFlag(FLAGS_kv_dtype)));
+  // Text to cycle through: 64 MiB for the byte vocabulary; a BPE tokenizer's encode is slower,
+  // and 4 MiB of text is still far more than any window.
+  const int64_t text_bytes =
+      model->tokenizer().name() == "byte" ? int64_t{64} << 20 : int64_t{4} << 20;
   for (const std::string& mode : modes) {
     if (mode == "full") continue;
     MNEMO_ASSIGN_OR_RETURN(std::unique_ptr<mnemo::tools::TextSource> text,
                            mnemo::tools::TextSource::Create(absl::GetFlag(FLAGS_corpus), ".py",
-                                                            int64_t{64} << 20));
+                                                            text_bytes, model->tokenizer()));
     mnemo::model::MemoryOptions options;
     options.knn = mode == "knn";
     options.knn_mem_len = absl::GetFlag(FLAGS_knn_capacity);
@@ -198,7 +207,8 @@ absl::Status Run(const std::vector<int64_t>& histories, const std::vector<std::s
                              TimeDecode(*model, memory, *text, warmup, tokens,
                                         mode == "knn" ? datastore.get() : nullptr));
       point.ingest_tok_s = seconds > 0 ? (history - from) / seconds : 0;
-      const mnemo::knn::KnnMemory* store = memory.layer(c.knn_layer).knn_store();
+      const mnemo::knn::KnnMemory* store =
+          c.knn_layer >= 0 ? memory.layer(c.knn_layer).knn_store() : nullptr;
       if (store != nullptr) {
         point.knn_entries = store->size();
         point.knn_mode = mnemo::knn::KnnModeName(store->mode());
@@ -220,7 +230,7 @@ absl::Status Run(const std::vector<int64_t>& histories, const std::vector<std::s
   if (std::find(modes.begin(), modes.end(), "full") != modes.end()) {
     MNEMO_ASSIGN_OR_RETURN(std::unique_ptr<mnemo::tools::TextSource> text,
                            mnemo::tools::TextSource::Create(absl::GetFlag(FLAGS_corpus), ".py",
-                                                            int64_t{64} << 20));
+                                                            text_bytes, model->tokenizer()));
     ingest.label = "full";
     for (int64_t history : histories) {
       if (history > absl::GetFlag(FLAGS_full_max_history)) continue;
@@ -231,7 +241,7 @@ absl::Status Run(const std::vector<int64_t>& histories, const std::vector<std::s
       double seconds = 0;
       if (real) {
         text = std::move(mnemo::tools::TextSource::Create(absl::GetFlag(FLAGS_corpus), ".py",
-                                                          int64_t{64} << 20))
+                                                          text_bytes, model->tokenizer()))
                    .value();
         MNEMO_ASSIGN_OR_RETURN(seconds, mnemo::tools::Ingest(*model, memory, *text, history, ingest));
       } else {

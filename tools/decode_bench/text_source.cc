@@ -11,9 +11,9 @@
 
 namespace mnemo::tools {
 
-absl::StatusOr<std::unique_ptr<TextSource>> TextSource::Create(const std::string& dir,
-                                                               const std::string& suffix,
-                                                               int64_t max_bytes) {
+absl::StatusOr<std::unique_ptr<TextSource>> TextSource::Create(
+    const std::string& dir, const std::string& suffix, int64_t max_bytes,
+    const tokenizer::Tokenizer& tokenizer) {
   namespace fs = std::filesystem;
   std::vector<std::string> paths;
   std::error_code error;
@@ -38,6 +38,11 @@ absl::StatusOr<std::unique_ptr<TextSource>> TextSource::Create(const std::string
     return absl::NotFoundError(absl::StrCat("no non-empty *", suffix, " files below ", dir));
   }
   if (source->bytes() > max_bytes) source->text_.resize(max_bytes);
+  source->tokens_ = tokenizer.Encode(source->text_);
+  if (source->tokens_.empty()) {
+    return absl::NotFoundError(absl::StrCat("the *", suffix, " files below ", dir,
+                                            " encode to no tokens"));
+  }
   return source;
 }
 
@@ -45,8 +50,8 @@ std::vector<int> TextSource::Next(int64_t n) {
   std::vector<int> out;
   out.reserve(n);
   while (static_cast<int64_t>(out.size()) < n) {
-    out.push_back(static_cast<unsigned char>(text_[cursor_]));
-    if (++cursor_ == bytes()) cursor_ = 0, ++cycles_;
+    out.push_back(tokens_[cursor_]);
+    if (++cursor_ == static_cast<int64_t>(tokens_.size())) cursor_ = 0, ++cycles_;
   }
   return out;
 }

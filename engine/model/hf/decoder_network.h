@@ -84,6 +84,9 @@ class DecoderNetwork : public Network {
                                   const torch::Device& device) const override;
   memory::MemoryShape MemoryShapeFor(const MemoryOptions& options) const override;
   int num_layers() const override { return static_cast<int>(layers_.size()); }
+  int64_t max_sequence() const override {
+    return positions_.defined() ? positions_.size(0) : -1;
+  }
   torch::Tensor Embed(const torch::Tensor& tokens) override;
   torch::Tensor DecodeLayer(int layer, const torch::Tensor& h, DecodeStepState& rows,
                             const ActiveRows& active, torch::Tensor* ffn_input) override;
