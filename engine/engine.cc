@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/datastore/model_id.h"
+#include "engine/model/family.h"
 #include "engine/model/model.h"
 #include "engine/scheduler/datastore_info.h"
 #include "engine/scheduler/scheduler.h"
@@ -32,6 +33,7 @@ ModelInfo MakeModelInfo(const model::Model& model, const std::string& path) {
   ModelInfo info;
   info.name = c.name;
   info.path = path;
+  info.family = std::string(model.family().architecture());
   info.layers = c.n_layers;
   info.d_model = c.d_model;
   info.heads = c.n_heads;
@@ -44,8 +46,13 @@ ModelInfo MakeModelInfo(const model::Model& model, const std::string& path) {
   info.compression = model::CompressionName(c.compression);
   info.clamp_len = c.clamp_len;
   info.tokenizer = std::string(model.tokenizer().name());
-  info.dtype = "float32";
+  info.dtype = "float32";  // every family's weights are read as float32 today
+  info.weight_dtype = model::WeightDtypeName(model.weight_dtype());
   info.device = model.device().str();
+  // TODO(issue 21): the families report their attention window and sink tokens (sliding
+  // window models); until then the raw memory a query sees, and no sinks.
+  info.window = model.MemoryShapeFor({}).mem_len;
+  info.sink_tokens = 0;
   return info;
 }
 
@@ -206,17 +213,56 @@ void Engine::GetDatastore(std::string name, std::string session_id, DatastoreDon
   done(scheduler::SharedDatastoreInfo(*entry));
 }
 
-absl::StatusOr<TokenizeResult> Engine::Tokenize(const std::string& text) const {
+absl::StatusOr<TokenizeResult> Engine::Tokenize(const std::string& text,
+                                                bool add_special_tokens) const {
   if (!tokenizer::IsValidUtf8(text)) {
     return absl::InvalidArgumentError("text is not valid UTF-8");
   }
   TokenizeResult result;
-  result.ids = tokenizer_->Encode(text);
+  // The same rule as a text prompt on a fresh sequence (scheduler::PrimesWithBos).
+  if (add_special_tokens && tokenizer_->bos_id() >= 0) result.ids.push_back(tokenizer_->bos_id());
+  const std::vector<int> ids = tokenizer_->Encode(text);
+  result.ids.insert(result.ids.end(), ids.begin(), ids.end());
   // Each piece is the text its token completes ("" for the leading bytes of a multi-byte
   // character), so the pieces are valid UTF-8 and concatenate to the text.
   tokenizer::Utf8StreamDecoder decoder;
   for (int id : result.ids) result.pieces.push_back(decoder.Feed(tokenizer_->TokenBytes(id)));
   return result;
+}
+
+absl::StatusOr<std::string> Engine::Detokenize(absl::Span<const int> ids,
+                                               bool skip_special_tokens) const {
+  const int vocab_size = model_info_.vocab_size;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] < 0 || ids[i] >= vocab_size) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "ids[", i, "] = ", ids[i], " is outside the vocabulary [0, ", vocab_size, ")"));
+    }
+  }
+  const tokenizer::SpecialIds special = tokenizer_->special_ids();
+  tokenizer::Utf8StreamDecoder decoder;
+  std::string text;
+  for (int id : ids) {
+    if (!tokenizer_->IsSpecial(id)) {
+      text += decoder.Feed(tokenizer_->TokenBytes(id));
+      continue;
+    }
+    if (skip_special_tokens) continue;
+    // TODO(issue 21): the tokenizer's own text for its specials ("<s>", "<|im_end|>") once the
+    // Tokenizer interface offers it; markers until then.
+    text += decoder.Flush();
+    if (id == special.bos) {
+      text += "<|bos|>";
+    } else if (id == special.eos) {
+      text += "<|eos|>";
+    } else if (id == special.pad) {
+      text += "<|pad|>";
+    } else {
+      absl::StrAppend(&text, "<|special:", id, "|>");
+    }
+  }
+  text += decoder.Flush();
+  return text;
 }
 
 EngineStats Engine::Stats() const { return scheduler_->Stats(); }

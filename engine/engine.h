@@ -19,6 +19,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 #include "engine/generate_stream.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "engine/types.h"
@@ -127,7 +128,15 @@ class Engine {
   std::vector<DatastoreInfo> ListDatastores() const;
 
   // Pure and synchronous; any thread.
-  absl::StatusOr<TokenizeResult> Tokenize(const std::string& text) const;
+  // The ids of `text` (UTF-8); with add_special_tokens, preceded by the tokenizer's BOS when
+  // it has one (the ids a text prompt is fed as on a fresh sequence).
+  absl::StatusOr<TokenizeResult> Tokenize(const std::string& text,
+                                          bool add_special_tokens = false) const;
+  // The text `ids` stand for (invalid UTF-8 reads as U+FFFD). Specials are left out with
+  // skip_special_tokens, else written as markers ("<|bos|>", "<|eos|>", "<|pad|>",
+  // "<|special:ID|>"). INVALID_ARGUMENT naming ids[i] for an id outside [0, vocab_size).
+  absl::StatusOr<std::string> Detokenize(absl::Span<const int> ids,
+                                         bool skip_special_tokens) const;
   const ModelInfo& model_info() const { return model_info_; }
   const EngineConfig& config() const { return config_; }
   // A snapshot of gauges the loop thread keeps up to date.

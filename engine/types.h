@@ -3,6 +3,7 @@
 #define MNEMO_ENGINE_TYPES_H_
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -20,6 +21,10 @@ struct SamplingOptions {
   float top_p = 1.0f;               // in (0, 1]
   float repetition_penalty = 1.0f;  // > 0; 1 = off
   std::optional<uint64_t> seed;     // unset = drawn from the engine's entropy
+  float min_p = 0.0f;               // in [0, 1]; 0 = off
+  float presence_penalty = 0.0f;    // in [-2, 2]; 0 = off
+  float frequency_penalty = 0.0f;   // in [-2, 2]; 0 = off
+  std::map<int, float> logit_bias;  // token id in [0, vocab_size) -> finite bias
 };
 
 // kNN-LM interpolation with a datastore (docs/design.md §4). Unset fields take the datastore's
@@ -43,10 +48,17 @@ struct EarlyExitOptions {
 
 struct GenerateOptions {
   std::string session_id;  // empty = one-shot
-  std::string prompt;      // UTF-8; may be empty only with a session
+  // The prompt, as text or as ids (at most one of them non-empty; both may be empty only with
+  // a session). Text on a fresh sequence is primed with the tokenizer's BOS (when it has
+  // one); ids are fed exactly as given, never primed.
+  std::string prompt;                 // UTF-8
+  std::vector<int> prompt_token_ids;  // each in [0, vocab_size)
   int max_new_tokens = 0;  // 0 = EngineConfig::default_max_new_tokens
   SamplingOptions sampling;
   std::vector<std::string> stop;  // non-empty strings
+  // Ids that end generation when sampled (FinishReason::kStop; the token is emitted, like a
+  // stop string's match). Each in [0, vocab_size).
+  std::vector<int> stop_token_ids;
   int top_logprobs = 0;           // alternatives per token, 0..EngineConfig::max_top_logprobs
   bool stop_at_eos = true;
   std::optional<KnnLmOptions> knn_lm;
@@ -87,18 +99,22 @@ struct GenerateFinal {
 
 struct ScoreOptions {
   std::string session_id;  // empty = one-shot
-  std::string text;        // UTF-8, non-empty
+  // Exactly one of text and token_ids is non-empty. A fresh sequence's first token is scored
+  // only when a BOS was primed in front of it (text, and a vocabulary with a BOS); ids are
+  // never primed. A one-shot request's token_ids hold at least 2 ids.
+  std::string text;             // UTF-8
+  std::vector<int> token_ids;   // each in [0, vocab_size)
   bool update_memory = false;
   bool token_logprobs = false;
   std::optional<KnnLmOptions> knn_lm;
 };
 
 struct ScoreResult {
-  int64_t token_count = 0;
-  int64_t byte_count = 0;
+  int64_t token_count = 0;   // tokens scored
+  int64_t byte_count = 0;    // UTF-8 bytes the scored tokens stand for (Tokenizer::TokenBytes)
   double total_logprob = 0;  // natural log
-  double bits_per_byte = 0;
-  std::vector<float> logprobs;  // per token, when asked for
+  double bits_per_byte = 0;  // 0 when byte_count is 0
+  std::vector<float> logprobs;  // per scored token, when asked for
 };
 
 struct TokenizeResult {
@@ -131,6 +147,7 @@ struct SessionInfo {
 struct ModelInfo {
   std::string name;
   std::string path;
+  std::string family;  // the family's architecture ("mnemo-xl", ...)
   int layers = 0;
   int d_model = 0;
   int heads = 0;
@@ -142,9 +159,12 @@ struct ModelInfo {
   int cmem_rate = 0;
   std::string compression;
   int clamp_len = 0;
-  std::string tokenizer;
-  std::string dtype;
+  std::string tokenizer;     // Tokenizer::name()
+  std::string dtype;         // of the weights on disk
+  std::string weight_dtype;  // as loaded for serving (model::WeightDtypeName)
   std::string device;
+  int window = 0;       // raw positions of context a token attends to
+  int sink_tokens = 0;  // leading positions kept visible beyond the window
 };
 
 // A datastore as the Datastores service reports it.

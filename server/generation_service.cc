@@ -1,6 +1,8 @@
 #include "server/generation_service.h"
 
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "server/generate_reactor.h"
 #include "server/proto_convert.h"
@@ -62,7 +64,8 @@ grpc::ServerUnaryReactor* GenerationService::Tokenize(grpc::CallbackServerContex
   v1::TokenizeRequest parsed;
   absl::Status status = ParseRequest(*request, &parsed);
   if (status.ok()) {
-    absl::StatusOr<engine::TokenizeResult> result = (*engine)->Tokenize(parsed.text());
+    absl::StatusOr<engine::TokenizeResult> result =
+        (*engine)->Tokenize(parsed.text(), parsed.add_special_tokens());
     status = result.status();
     if (result.ok()) {
       v1::TokenizeResponse reply;
@@ -71,6 +74,24 @@ grpc::ServerUnaryReactor* GenerationService::Tokenize(grpc::CallbackServerContex
     }
   }
   FinishUnary(state_, "Tokenize", /*admitted=*/true, reactor, status);
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* GenerationService::Detokenize(grpc::CallbackServerContext* context,
+                                                        const grpc::ByteBuffer* request,
+                                                        grpc::ByteBuffer* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  v1::DetokenizeRequest parsed;
+  engine::Engine* engine = BeginRawUnary(state_, "Detokenize", reactor, *request, &parsed);
+  if (engine == nullptr) return reactor;
+  const std::vector<int> ids(parsed.ids().begin(), parsed.ids().end());
+  absl::StatusOr<std::string> text = engine->Detokenize(ids, parsed.skip_special_tokens());
+  if (text.ok()) {
+    v1::DetokenizeResponse reply;
+    reply.set_text(*std::move(text));
+    SerializeResponse(reply, response);
+  }
+  FinishUnary(state_, "Detokenize", /*admitted=*/true, reactor, text.status());
   return reactor;
 }
 

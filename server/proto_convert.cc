@@ -99,6 +99,8 @@ absl::StatusOr<engine::GenerateOptions> ToGenerateOptions(const v1::GenerateRequ
   options.knn_lm = std::move(*knn_lm);
   options.session_id = request.session_id();
   options.prompt = request.prompt();
+  options.prompt_token_ids.assign(request.prompt_token_ids().begin(),
+                                  request.prompt_token_ids().end());
   options.max_new_tokens = request.max_new_tokens();
   const v1::SamplingParams& sampling = request.sampling();
   options.sampling.temperature = sampling.has_temperature() ? sampling.temperature() : 1.0f;
@@ -107,7 +109,14 @@ absl::StatusOr<engine::GenerateOptions> ToGenerateOptions(const v1::GenerateRequ
   options.sampling.repetition_penalty =
       sampling.has_repetition_penalty() ? sampling.repetition_penalty() : 1.0f;
   if (sampling.has_seed()) options.sampling.seed = sampling.seed();
+  options.sampling.min_p = sampling.min_p();
+  options.sampling.presence_penalty = sampling.presence_penalty();
+  options.sampling.frequency_penalty = sampling.frequency_penalty();
+  for (const auto& entry : sampling.logit_bias()) {
+    options.sampling.logit_bias[entry.first] = entry.second;
+  }
   options.stop.assign(request.stop().begin(), request.stop().end());
+  options.stop_token_ids.assign(request.stop_token_ids().begin(), request.stop_token_ids().end());
   options.top_logprobs = request.logprobs();
   options.stop_at_eos = request.has_stop_at_eos() ? request.stop_at_eos() : true;
   options.early_exit.enabled = request.early_exit().enabled();
@@ -125,6 +134,7 @@ absl::StatusOr<engine::ScoreOptions> ToScoreOptions(const v1::ScoreRequest& requ
   options.knn_lm = std::move(*knn_lm);
   options.session_id = request.session_id();
   options.text = request.text();
+  options.token_ids.assign(request.token_ids().begin(), request.token_ids().end());
   options.update_memory = request.update_memory();
   options.token_logprobs = request.token_logprobs();
   return options;
@@ -218,6 +228,10 @@ void ToProto(const engine::ModelInfo& model, v1::Model* out) {
   out->set_tokenizer(model.tokenizer);
   out->set_dtype(model.dtype);
   out->set_device(model.device);
+  out->set_family(model.family);
+  out->set_weight_dtype(model.weight_dtype);
+  out->set_window(model.window);
+  out->set_sink_tokens(model.sink_tokens);
 }
 
 void AppendTokens(const std::vector<engine::TokenOutput>& tokens, const std::string& text,

@@ -3,9 +3,12 @@
 //
 //   mnemo [--address HOST:PORT] [--timeout 60s] COMMAND ...
 //     generate [--session ID] [--max_new_tokens N] [--temperature T] [--top_k K] [--top_p P]
-//              [--seed S] [--repetition_penalty R] [--stop S]... [--logprobs N] PROMPT|@FILE|-
-//     score [--session ID] [--update_memory] TEXT|@FILE|-
-//     tokenize TEXT|@FILE|-
+//              [--seed S] [--repetition_penalty R] [--min_p P] [--presence_penalty P]
+//              [--frequency_penalty P] [--logit_bias ID=BIAS,...] [--stop S]...
+//              [--stop_token_ids ID,...] [--logprobs N] [--ids] PROMPT|@FILE|-
+//     score [--session ID] [--update_memory] [--ids] TEXT|@FILE|-
+//     tokenize [--add_special_tokens] TEXT|@FILE|-
+//     detokenize [--skip_special_tokens] IDS|@FILE|-
 //     session create [--id ID] | get ID | list | delete ID
 //     models
 //     health [--service NAME]
@@ -28,8 +31,10 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "clients/cpp/mnemo_client.h"
 
@@ -44,8 +49,23 @@ ABSL_FLAG(std::optional<float>, top_p, std::nullopt, "Nucleus sampling mass in (
 ABSL_FLAG(std::optional<uint64_t>, seed, std::nullopt, "Sampling seed; same seed, same output.");
 ABSL_FLAG(std::optional<float>, repetition_penalty, std::nullopt,
           "> 1 penalises tokens already generated.");
+ABSL_FLAG(float, min_p, 0.0f,
+          "Keep tokens whose probability is >= min_p times the top one's, in [0, 1]; 0 = off.");
+ABSL_FLAG(float, presence_penalty, 0.0f,
+          "Subtracted from the logit of every token already generated, in [-2, 2].");
+ABSL_FLAG(float, frequency_penalty, 0.0f,
+          "Subtracted from a token's logit once per time it was generated, in [-2, 2].");
+ABSL_FLAG(std::vector<std::string>, logit_bias, {},
+          "ID=BIAS pairs added to those tokens' logits, e.g. --logit_bias 10=-100,65=2.5.");
 ABSL_FLAG(std::vector<std::string>, stop, {},
           "Stop string; repeat the flag for several (--stop a --stop b).");
+ABSL_FLAG(std::vector<std::string>, stop_token_ids, {},
+          "Token ids that end generation when sampled (emitted), e.g. --stop_token_ids 10,257.");
+ABSL_FLAG(bool, ids, false,
+          "generate, score: PROMPT/TEXT is token ids (comma or space separated), fed as given "
+          "with no BOS added.");
+ABSL_FLAG(bool, add_special_tokens, false, "tokenize: put the model's BOS first.");
+ABSL_FLAG(bool, skip_special_tokens, false, "detokenize: leave special tokens out.");
 ABSL_FLAG(int32_t, logprobs, 0,
           "Report the N most likely alternatives of each token (printed to stderr).");
 ABSL_FLAG(bool, update_memory, false, "score: append the text to the session's memory.");
@@ -67,15 +87,19 @@ constexpr char kUsage[] = R"(client for a mnemo server.
 
 commands:
   generate [--session ID] [--max_new_tokens N] [--temperature T] [--top_k K] [--top_p P]
-           [--seed S] [--repetition_penalty R] [--stop S]... [--logprobs N] PROMPT
-  score [--session ID] [--update_memory] TEXT
-  tokenize TEXT
+           [--seed S] [--repetition_penalty R] [--min_p P] [--presence_penalty P]
+           [--frequency_penalty P] [--logit_bias ID=BIAS,...] [--stop S]...
+           [--stop_token_ids ID,...] [--logprobs N] [--ids] PROMPT
+  score [--session ID] [--update_memory] [--ids] TEXT
+  tokenize [--add_special_tokens] TEXT
+  detokenize [--skip_special_tokens] IDS
   session create [--id ID] | get ID | list | delete ID
   models
   health [--service mnemo.v1.Generation]
 
-TEXT and PROMPT may be @FILE (read a file) or - (read stdin). Put -- before a text that
-starts with '-'.)";
+TEXT, PROMPT and IDS may be @FILE (read a file) or - (read stdin). With --ids, PROMPT and
+TEXT are token ids like IDS: integers separated by commas or spaces. Put -- before a text
+that starts with '-'.)";
 
 int Usage(const std::string& message) {
   std::cerr << "mnemo: " << message << "\nRun 'mnemo --help' for usage.\n";
@@ -126,6 +150,21 @@ absl::StatusOr<std::string> ReadTextArg(const std::string& arg) {
   return arg;
 }
 
+// Token ids separated by commas and/or whitespace ("256, 104 105").
+absl::StatusOr<std::vector<int>> ParseIds(absl::string_view text, absl::string_view what) {
+  std::vector<int> ids;
+  for (absl::string_view piece :
+       absl::StrSplit(text, absl::ByAnyChar(", \t\r\n"), absl::SkipEmpty())) {
+    int id = 0;
+    if (!absl::SimpleAtoi(piece, &id)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, ": '", piece, "' is not a token id (an integer)"));
+    }
+    ids.push_back(id);
+  }
+  return ids;
+}
+
 std::string FinishReasonName(mnemo::v1::FinishReason reason) {
   std::string name = mnemo::v1::FinishReason_Name(reason);
   constexpr absl::string_view kPrefix = "FINISH_REASON_";
@@ -159,7 +198,13 @@ int RunGenerate(Client& client, const std::vector<std::string>& args,
 
   mnemo::v1::GenerateRequest request;
   request.set_session_id(absl::GetFlag(FLAGS_session));
-  request.set_prompt(*prompt);
+  if (absl::GetFlag(FLAGS_ids)) {
+    absl::StatusOr<std::vector<int>> ids = ParseIds(*prompt, "PROMPT");
+    if (!ids.ok()) return Usage(std::string(ids.status().message()));
+    request.mutable_prompt_token_ids()->Add(ids->begin(), ids->end());
+  } else {
+    request.set_prompt(*prompt);
+  }
   request.set_max_new_tokens(absl::GetFlag(FLAGS_max_new_tokens));
   mnemo::v1::SamplingParams* sampling = request.mutable_sampling();
   if (auto t = absl::GetFlag(FLAGS_temperature)) sampling->set_temperature(*t);
@@ -167,7 +212,25 @@ int RunGenerate(Client& client, const std::vector<std::string>& args,
   if (auto p = absl::GetFlag(FLAGS_top_p)) sampling->set_top_p(*p);
   if (auto s = absl::GetFlag(FLAGS_seed)) sampling->set_seed(*s);
   if (auto r = absl::GetFlag(FLAGS_repetition_penalty)) sampling->set_repetition_penalty(*r);
+  sampling->set_min_p(absl::GetFlag(FLAGS_min_p));
+  sampling->set_presence_penalty(absl::GetFlag(FLAGS_presence_penalty));
+  sampling->set_frequency_penalty(absl::GetFlag(FLAGS_frequency_penalty));
+  for (const std::string& pair : absl::GetFlag(FLAGS_logit_bias)) {
+    std::vector<std::string> parts = absl::StrSplit(pair, absl::MaxSplits('=', 1));
+    int id = 0;
+    float bias = 0;
+    if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], &id) ||
+        !absl::SimpleAtof(parts[1], &bias)) {
+      return Usage(absl::StrCat("--logit_bias: '", pair, "' is not ID=BIAS"));
+    }
+    (*sampling->mutable_logit_bias())[id] = bias;
+  }
   for (const std::string& stop : stops) request.add_stop(stop);
+  for (const std::string& value : absl::GetFlag(FLAGS_stop_token_ids)) {
+    absl::StatusOr<std::vector<int>> ids = ParseIds(value, "--stop_token_ids");
+    if (!ids.ok()) return Usage(std::string(ids.status().message()));
+    request.mutable_stop_token_ids()->Add(ids->begin(), ids->end());
+  }
   request.set_logprobs(absl::GetFlag(FLAGS_logprobs));
 
   std::vector<mnemo::v1::Token> tokens;  // kept only for the --logprobs table
@@ -211,7 +274,13 @@ int RunScore(Client& client, const std::vector<std::string>& args) {
   if (!text.ok()) return PrintError(text.status());
   mnemo::v1::ScoreRequest request;
   request.set_session_id(absl::GetFlag(FLAGS_session));
-  request.set_text(*text);
+  if (absl::GetFlag(FLAGS_ids)) {
+    absl::StatusOr<std::vector<int>> ids = ParseIds(*text, "TEXT");
+    if (!ids.ok()) return Usage(std::string(ids.status().message()));
+    request.mutable_token_ids()->Add(ids->begin(), ids->end());
+  } else {
+    request.set_text(*text);
+  }
   request.set_update_memory(absl::GetFlag(FLAGS_update_memory));
   absl::StatusOr<mnemo::v1::ScoreResponse> response = client.Score(request);
   if (!response.ok()) return PrintError(response.status());
@@ -225,11 +294,26 @@ int RunTokenize(Client& client, const std::vector<std::string>& args) {
   if (args.size() != 1) return Usage("tokenize takes exactly one TEXT argument");
   absl::StatusOr<std::string> text = ReadTextArg(args[0]);
   if (!text.ok()) return PrintError(text.status());
-  absl::StatusOr<mnemo::v1::TokenizeResponse> response = client.Tokenize(*text);
+  absl::StatusOr<mnemo::v1::TokenizeResponse> response =
+      client.Tokenize(*text, absl::GetFlag(FLAGS_add_special_tokens));
   if (!response.ok()) return PrintError(response.status());
   std::string ids;
   for (int id : response->ids()) absl::StrAppend(&ids, ids.empty() ? "" : " ", id);
   std::cout << response->ids_size() << " tokens: " << ids << "\n";
+  return kExitOk;
+}
+
+int RunDetokenize(Client& client, const std::vector<std::string>& args) {
+  if (args.size() != 1) return Usage("detokenize takes exactly one IDS argument");
+  absl::StatusOr<std::string> text = ReadTextArg(args[0]);
+  if (!text.ok()) return PrintError(text.status());
+  absl::StatusOr<std::vector<int>> ids = ParseIds(*text, "IDS");
+  if (!ids.ok()) return Usage(std::string(ids.status().message()));
+  absl::StatusOr<std::string> decoded =
+      client.Detokenize(*ids, absl::GetFlag(FLAGS_skip_special_tokens));
+  if (!decoded.ok()) return PrintError(decoded.status());
+  std::fwrite(decoded->data(), 1, decoded->size(), stdout);
+  std::fputc('\n', stdout);
   return kExitOk;
 }
 
@@ -287,10 +371,12 @@ int RunModels(Client& client, const std::vector<std::string>& args) {
     std::cout << absl::StrFormat(
         "%s\n  path: %s\n  layers=%d d_model=%d heads=%d vocab_size=%d parameters=%d\n"
         "  seg_len=%d mem_len=%d cmem_len=%d cmem_rate=%d compression=%s clamp_len=%d\n"
-        "  tokenizer=%s dtype=%s device=%s\n",
+        "  tokenizer=%s dtype=%s device=%s\n"
+        "  family=%s weight_dtype=%s window=%d sink_tokens=%d\n",
         m.name(), m.path(), m.layers(), m.d_model(), m.heads(), m.vocab_size(), m.parameters(),
         mem.seg_len(), mem.mem_len(), mem.cmem_len(), mem.cmem_rate(), mem.compression(),
-        mem.clamp_len(), m.tokenizer(), m.dtype(), m.device());
+        mem.clamp_len(), m.tokenizer(), m.dtype(), m.device(), m.family(), m.weight_dtype(),
+        m.window(), m.sink_tokens());
   }
   return kExitOk;
 }
@@ -328,6 +414,7 @@ int main(int argc, char** argv) {
   if (command == "generate") return RunGenerate(client, args, all_stops);
   if (command == "score") return RunScore(client, args);
   if (command == "tokenize") return RunTokenize(client, args);
+  if (command == "detokenize") return RunDetokenize(client, args);
   if (command == "session") return RunSession(client, args);
   if (command == "models") return RunModels(client, args);
   if (command == "health") return RunHealth(client, args);

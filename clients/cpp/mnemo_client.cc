@@ -70,14 +70,28 @@ absl::StatusOr<mnemo::v1::ScoreResponse> Client::Score(const mnemo::v1::ScoreReq
   return response;
 }
 
-absl::StatusOr<mnemo::v1::TokenizeResponse> Client::Tokenize(const std::string& text) {
+absl::StatusOr<mnemo::v1::TokenizeResponse> Client::Tokenize(const std::string& text,
+                                                             bool add_special_tokens) {
   std::unique_ptr<grpc::ClientContext> context = NewContext();
   mnemo::v1::TokenizeRequest request;
   request.set_text(text);
+  request.set_add_special_tokens(add_special_tokens);
   mnemo::v1::TokenizeResponse response;
   grpc::Status status = generation_->Tokenize(context.get(), request, &response);
   if (!status.ok()) return FromGrpcStatus(status);
   return response;
+}
+
+absl::StatusOr<std::string> Client::Detokenize(const std::vector<int>& ids,
+                                               bool skip_special_tokens) {
+  std::unique_ptr<grpc::ClientContext> context = NewContext();
+  mnemo::v1::DetokenizeRequest request;
+  request.mutable_ids()->Add(ids.begin(), ids.end());
+  request.set_skip_special_tokens(skip_special_tokens);
+  mnemo::v1::DetokenizeResponse response;
+  grpc::Status status = generation_->Detokenize(context.get(), request, &response);
+  if (!status.ok()) return FromGrpcStatus(status);
+  return std::move(*response.mutable_text());
 }
 
 absl::StatusOr<mnemo::v1::Session> Client::CreateSession(const std::string& session_id) {

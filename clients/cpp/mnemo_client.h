@@ -59,7 +59,11 @@ class Client {
                                            const ChunkCallback& on_chunk);
 
   absl::StatusOr<mnemo::v1::ScoreResponse> Score(const mnemo::v1::ScoreRequest& request);
-  absl::StatusOr<mnemo::v1::TokenizeResponse> Tokenize(const std::string& text);
+  // add_special_tokens: the model's BOS first (when it has one).
+  absl::StatusOr<mnemo::v1::TokenizeResponse> Tokenize(const std::string& text,
+                                                       bool add_special_tokens = false);
+  // The text `ids` stand for; skip_special_tokens leaves BOS/EOS/PAD... out.
+  absl::StatusOr<std::string> Detokenize(const std::vector<int>& ids, bool skip_special_tokens);
 
   absl::StatusOr<mnemo::v1::Session> CreateSession(const std::string& session_id);
   absl::StatusOr<mnemo::v1::Session> GetSession(const std::string& session_id);

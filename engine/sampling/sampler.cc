@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 
 namespace mnemo::sampling {
@@ -35,6 +36,24 @@ void ApplyRepetitionPenalty(absl::Span<float> logits, absl::Span<const int> prev
     if (!seen.insert(id).second) continue;  // each distinct id once
     float& v = logits[id];
     v = v > 0 ? v / penalty : v * penalty;
+  }
+}
+
+void ApplyPresenceFrequencyPenalties(absl::Span<float> logits, absl::Span<const int> previous,
+                                     float presence, float frequency) {
+  if (presence == 0.0f && frequency == 0.0f) return;
+  absl::flat_hash_map<int, int> counts;
+  for (int id : previous) {
+    if (id >= 0 && static_cast<size_t>(id) < logits.size()) ++counts[id];
+  }
+  for (const auto& [id, count] : counts) {
+    logits[id] -= presence + frequency * static_cast<float>(count);
+  }
+}
+
+void ApplyLogitBias(absl::Span<float> logits, absl::Span<const std::pair<int, float>> bias) {
+  for (const auto& [id, value] : bias) {
+    if (id >= 0 && static_cast<size_t>(id) < logits.size()) logits[id] += value;
   }
 }
 
@@ -82,6 +101,14 @@ size_t NucleusSize(absl::Span<const double> probs, float top_p) {
   return probs.size();
 }
 
+size_t MinPSize(absl::Span<const double> probs, float min_p) {
+  if (min_p <= 0.0f) return probs.size();
+  const double threshold = static_cast<double>(min_p) * (probs.empty() ? 0.0 : probs[0]);
+  size_t keep = 0;
+  while (keep < probs.size() && probs[keep] >= threshold) ++keep;
+  return keep;
+}
+
 std::vector<Alternative> TopAlternatives(absl::Span<const float> logprobs, int n,
                                          absl::Span<const int> forbidden) {
   if (n <= 0) return {};
@@ -96,6 +123,9 @@ SampleResult Sample(absl::Span<const float> logprobs, const SamplingParams& para
                     absl::Span<const int> previous, absl::Span<const int> forbidden, Rng& rng) {
   std::vector<float> work(logprobs.begin(), logprobs.end());  // [vocab]
   ApplyRepetitionPenalty(absl::MakeSpan(work), previous, params.repetition_penalty);
+  ApplyPresenceFrequencyPenalties(absl::MakeSpan(work), previous, params.presence_penalty,
+                                  params.frequency_penalty);
+  ApplyLogitBias(absl::MakeSpan(work), params.logit_bias);
   MaskIds(absl::MakeSpan(work), forbidden);
 
   SampleResult result;
@@ -114,7 +144,10 @@ SampleResult Sample(absl::Span<const float> logprobs, const SamplingParams& para
         total += probs[i];
       }
       for (double& p : probs) p /= total;
-      const size_t keep = NucleusSize(probs, params.top_p);
+      // Both filters keep a prefix of the candidates (probs[0] is the largest, so min-p keeps
+      // at least it); min-p's ratio to the top is the same before and after top-p renormalises.
+      const size_t keep =
+          std::min(NucleusSize(probs, params.top_p), MinPSize(probs, params.min_p));
       double kept_mass = 0;
       for (size_t i = 0; i < keep; ++i) kept_mass += probs[i];
       const double u = UniformDouble(rng) * kept_mass;

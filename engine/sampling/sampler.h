@@ -4,14 +4,18 @@
 // so the same seed, prompt and session state always give the same tokens. Nothing here knows
 // about tensors or the model; the scheduler hands in a float span of length vocab.
 //
-// Pipeline of Sample(): copy -> repetition penalty -> mask forbidden ids -> greedy when
-// temperature == 0, else divide by temperature -> top-k -> softmax -> top-p -> draw.
+// Pipeline of Sample(): copy -> repetition penalty -> presence/frequency penalties -> logit
+// bias -> mask forbidden ids -> greedy when temperature == 0, else divide by temperature ->
+// top-k -> softmax -> top-p and min-p (both keep a prefix of the sorted candidates; the
+// shorter one wins) -> draw. Every knob at its default leaves the values untouched, so a
+// request that sets none samples exactly as before the knob existed.
 // Ties are always broken towards the lower id, so results never depend on sort stability.
 #ifndef MNEMO_ENGINE_SAMPLING_SAMPLER_H_
 #define MNEMO_ENGINE_SAMPLING_SAMPLER_H_
 
 #include <cstdint>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "absl/types/span.h"
@@ -23,6 +27,11 @@ struct SamplingParams {
   int top_k = 0;                    // 0 = off
   float top_p = 1.0f;               // in (0, 1]; 1 = off
   float repetition_penalty = 1.0f;  // > 0; 1 = off
+  float min_p = 0.0f;               // in [0, 1]; 0 = off
+  float presence_penalty = 0.0f;    // 0 = off
+  float frequency_penalty = 0.0f;   // 0 = off
+  // (id, bias) pairs added to the values; ids outside the vocabulary are ignored.
+  std::vector<std::pair<int, float>> logit_bias;
   int top_logprobs = 0;             // alternatives to report
 };
 
@@ -54,6 +63,15 @@ double UniformDouble(Rng& rng);
 void ApplyRepetitionPenalty(absl::Span<float> logits, absl::Span<const int> previous,
                             float penalty);
 
+// OpenAI presence and frequency penalties, in place: for each distinct id in `previous`
+// (ids outside the span ignored), value -= presence * [count > 0] + frequency * count, count
+// being how often the id occurs in `previous`. No-op when both are 0.
+void ApplyPresenceFrequencyPenalties(absl::Span<float> logits, absl::Span<const int> previous,
+                                     float presence, float frequency);
+
+// Adds each bias to its id's value, in place (ids outside the span are ignored).
+void ApplyLogitBias(absl::Span<float> logits, absl::Span<const std::pair<int, float>> bias);
+
 // Sets the given ids to -infinity (ids outside the span are ignored).
 void MaskIds(absl::Span<float> logits, absl::Span<const int> ids);
 
@@ -68,8 +86,12 @@ std::vector<int> SortedCandidates(absl::Span<const float> logits, int k);
 // whose mass is >= top_p; returns its length (>= 1 when sorted is non-empty).
 size_t NucleusSize(absl::Span<const double> probs, float top_p);
 
+// Min-p: the length of the prefix of `probs` (sorted descending) whose values are
+// >= min_p * probs[0]; all of them when min_p <= 0.
+size_t MinPSize(absl::Span<const double> probs, float min_p);
+
 // Chooses the next token. `logprobs` are the model's next-token log-probs [vocab];
-// `previous` the ids this request generated so far (for the penalty); `forbidden` ids that may
+// `previous` the ids this request generated so far (for the penalties); `forbidden` ids that may
 // never be chosen (e.g. BOS, PAD, and EOS when the request ignores it). Returns id -1 only when
 // every id is forbidden or -infinity.
 SampleResult Sample(absl::Span<const float> logprobs, const SamplingParams& params,

@@ -1,5 +1,6 @@
 #include "engine/scheduler/generate_task.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -22,19 +23,31 @@ GenerateTask::GenerateTask(uint64_t id, engine::GenerateOptions options,
       tokenizer_(tokenizer),
       rng_(seed),
       stop_(options_.stop) {
-  prompt_ = tokenizer_.Encode(options_.prompt);
+  const bool from_ids = !options_.prompt_token_ids.empty();
+  prompt_ = from_ids ? options_.prompt_token_ids : tokenizer_.Encode(options_.prompt);
+  prime_with_bos_ = PrimesWithBos(tokenizer_, from_ids);
   params_.temperature = options_.sampling.temperature;
   params_.top_k = options_.sampling.top_k;
   params_.top_p = options_.sampling.top_p;
   params_.repetition_penalty = options_.sampling.repetition_penalty;
+  params_.min_p = options_.sampling.min_p;
+  params_.presence_penalty = options_.sampling.presence_penalty;
+  params_.frequency_penalty = options_.sampling.frequency_penalty;
+  params_.logit_bias.assign(options_.sampling.logit_bias.begin(),
+                            options_.sampling.logit_bias.end());
   params_.top_logprobs = options_.top_logprobs;
   // BOS and PAD are never sampled (a vocabulary without them has nothing to forbid).
+  std::vector<int> forbidden;
   for (int special : {tokenizer_.bos_id(), tokenizer_.pad_id()}) {
-    if (special >= 0) forbidden_.push_back(special);
+    if (special >= 0) forbidden.push_back(special);
   }
   // A request that does not stop at EOS must not see it either: an EOS in the middle of the
   // text would be a token with no bytes that the model was never trained to continue from.
-  if (!options_.stop_at_eos && tokenizer_.eos_id() >= 0) forbidden_.push_back(tokenizer_.eos_id());
+  if (!options_.stop_at_eos && tokenizer_.eos_id() >= 0) forbidden.push_back(tokenizer_.eos_id());
+  // ...unless the request lists it as a stop token: then it may be sampled, and ends the text.
+  for (int id : forbidden) {
+    if (!IsStopToken(id)) forbidden_.push_back(id);
+  }
   // Validation resolved an enabled request's threshold and measure; 1.0 never exits.
   if (options_.early_exit.enabled && options_.early_exit.threshold.has_value() &&
       calm::ExitEnabled(*options_.early_exit.threshold)) {
@@ -60,12 +73,14 @@ bool GenerateTask::Step(StepContext& ctx) {
   }
   const int64_t remaining = static_cast<int64_t>(prompt_.size() - prompt_fed_);
   const int seg_len = ctx.model.config().seg_len;
-  // A fresh sequence takes BOS in the same Forward as its first prompt chunk (the chunk one
-  // token shorter, so both fit the segment), or alone when there is no prompt or no room.
-  const int64_t with_bos =
-      !state().primed() && remaining > 0 ? NextChunkSize(state(), seg_len, remaining + 1) : 0;
+  // A fresh text request's sequence takes BOS in the same Forward as its first prompt chunk
+  // (the chunk one token shorter, so both fit the segment), or alone when there is no prompt
+  // or no room. Ids, and a vocabulary without BOS, start with the first prompt token.
+  const bool prime = prime_with_bos_ && !state().primed();
+  const int64_t with_bos = prime && remaining > 0 ? NextChunkSize(state(), seg_len, remaining + 1)
+                                                  : 0;
   const bool bos_with_chunk = with_bos > 1;
-  if (!bos_with_chunk) {
+  if (prime && !bos_with_chunk) {
     if (absl::Status s = PrimeIfNeeded(ctx.model, state()); !s.ok()) {
       Finish(FinishReason::kError, s, ctx.now);
       return true;
@@ -84,6 +99,14 @@ bool GenerateTask::Step(StepContext& ctx) {
     }
     prompt_fed_ += n;
     return false;
+  }
+  if (!state().primed()) {  // an empty prompt on a fresh session of a model without BOS
+    Finish(FinishReason::kError,
+           absl::FailedPreconditionError(
+               "the session is empty and the model's vocabulary has no BOS token to start "
+               "from: send a prompt"),
+           ctx.now);
+    return true;
   }
   return DecodeOne(ctx);
 }
@@ -127,7 +150,8 @@ bool GenerateTask::DecodeOne(StepContext& ctx) {
                                   alt.logprob});
   }
   std::string delta = decoder_.Feed(token.bytes);
-  const bool stopped = stop_.Feed(token.bytes);
+  const bool stop_string = stop_.Feed(token.bytes);
+  const bool stopped = stop_string || IsStopToken(sample.id);
   generated_.push_back(sample.id);
   const bool last =
       stopped || static_cast<int>(generated_.size()) >= options_.max_new_tokens;
@@ -186,6 +210,11 @@ bool GenerateTask::OnDecoded(DecodeOutput out, absl::Time now) {
   RecordFeed(state(), std::move(out.logprobs), out.exit_layer, std::move(out.knn_lm_key));
   if (feed.last) Finish(feed.reason, absl::OkStatus(), now);
   return feed.last;
+}
+
+bool GenerateTask::IsStopToken(int id) const {
+  return std::find(options_.stop_token_ids.begin(), options_.stop_token_ids.end(), id) !=
+         options_.stop_token_ids.end();
 }
 
 void GenerateTask::Abort(const absl::Status& status, absl::Time now) {

@@ -54,6 +54,8 @@ class GenerateTask : public Task {
   // Samples, pushes and feeds one token; returns true when the request is finished.
   bool DecodeOne(StepContext& ctx);
   void Finish(engine::FinishReason reason, absl::Status status, absl::Time now);
+  // Whether sampling `id` ends the request (options_.stop_token_ids).
+  bool IsStopToken(int id) const;
 
   const engine::GenerateOptions options_;
   const std::optional<KnnLmPlan> knn_lm_;
@@ -74,12 +76,15 @@ class GenerateTask : public Task {
 
   session::SequenceState one_shot_;  // used when session() is nullptr
   const tokenizer::Tokenizer& tokenizer_;
-  std::vector<int> prompt_;  // token ids of options_.prompt
+  std::vector<int> prompt_;  // options_.prompt_token_ids, or the ids of options_.prompt
+  // Whether a fresh sequence gets BOS before the prompt (PrimesWithBos: text, and a BOS).
+  bool prime_with_bos_ = true;
   size_t prompt_fed_ = 0;
   std::vector<int> generated_;  // ids pushed to the stream, in order
 
   sampling::SamplingParams params_;
-  std::vector<int> forbidden_;  // ids never sampled: BOS, PAD, and EOS unless stop_at_eos
+  // Ids never sampled: BOS, PAD, and EOS unless stop_at_eos; but not the stop_token_ids.
+  std::vector<int> forbidden_;
   sampling::Rng rng_;
   tokenizer::Utf8StreamDecoder decoder_;
   sampling::StopMatcher stop_;

@@ -23,10 +23,17 @@ model::MemoryOptions MakeMemoryOptions(const KnnLimits& knn, bool half_rings,
   return options;
 }
 
+// Requests' token ids are checked against the served model's vocabulary, whatever the config
+// says.
+SchedulerConfig WithModelVocab(SchedulerConfig config, const model::Model& model) {
+  config.limits.vocab_size = model.config().vocab_size;
+  return config;
+}
+
 }  // namespace
 
 Scheduler::Scheduler(SchedulerConfig config, std::unique_ptr<model::Model> model)
-    : config_(std::move(config)),
+    : config_(WithModelVocab(std::move(config), *model)),
       inbox_(config_.max_waiting, config_.max_running),
       model_(std::move(model)),
       workers_(config_.decode_threads - 1),
@@ -68,7 +75,7 @@ absl::Status Scheduler::Prepare(GenerateCall& call) {
 }
 
 absl::Status Scheduler::Prepare(ScoreCall& call) {
-  MNEMO_RETURN_IF_ERROR(ValidateScore(call.options));
+  MNEMO_RETURN_IF_ERROR(ValidateScore(call.options, config_.limits));
   if (call.options.knn_lm) {
     MNEMO_ASSIGN_OR_RETURN(call.knn_lm, ResolveKnnLm(*call.options.knn_lm,
                                                      call.options.session_id,

@@ -12,8 +12,11 @@ ScoreTask::ScoreTask(uint64_t id, engine::ScoreOptions options, std::optional<Kn
     : Task(id, session),
       options_(std::move(options)),
       knn_lm_(std::move(knn_lm)),
-      done_(std::move(done)) {
-  tokens_ = tokenizer.Encode(options_.text);
+      done_(std::move(done)),
+      tokenizer_(tokenizer) {
+  const bool from_ids = !options_.token_ids.empty();
+  tokens_ = from_ids ? options_.token_ids : tokenizer.Encode(options_.text);
+  prime_with_bos_ = PrimesWithBos(tokenizer, from_ids);
 }
 
 bool ScoreTask::Step(StepContext& ctx) {
@@ -31,20 +34,31 @@ bool ScoreTask::Step(StepContext& ctx) {
       own_ = session()->state.Clone();
     }
   }
-  if (absl::Status s = PrimeIfNeeded(ctx.model, state()); !s.ok()) {
-    Fail(s);
-    return true;
+  if (prime_with_bos_) {
+    if (absl::Status s = PrimeIfNeeded(ctx.model, state()); !s.ok()) {
+      Fail(s);
+      return true;
+    }
   }
   const int64_t n = NextChunkSize(state(), ctx.model.config().seg_len,
                                   static_cast<int64_t>(tokens_.size() - fed_));
   absl::Span<const int> chunk(tokens_.data() + fed_, n);
-  // Row i of `predictions` is the distribution chunk[i] is scored under: the state's last
-  // one for chunk[0], then the model's output after chunk[i - 1].
-  torch::Tensor predictions = state().last_logprobs.unsqueeze(0);  // [1, vocab]
-  const bool keys_from_state = state().last_knn_lm_key.defined();
-  // [1, d_model]; a placeholder row when the state has no key (never searched, see below)
-  torch::Tensor keys = keys_from_state ? state().last_knn_lm_key.unsqueeze(0)
-                                       : torch::zeros({1, ctx.model.config().d_model});
+  // A sequence never fed (ids, or a vocabulary without BOS) has no distribution for its first
+  // token: that token is context only, and scoring starts at chunk[first].
+  const bool has_prior = state().primed();
+  const int64_t first = has_prior ? 0 : 1;
+  const int64_t scored = n - first;
+  // Row i of `predictions` is the distribution chunk[first + i] is scored under: the state's
+  // last one for chunk[0] (when it has one), then the model's output after the token before.
+  torch::Tensor predictions;  // [scored, vocab]
+  torch::Tensor keys;         // [scored, d_model]
+  const bool keys_from_state = has_prior && state().last_knn_lm_key.defined();
+  if (has_prior) {
+    predictions = state().last_logprobs.unsqueeze(0);  // [1, vocab]
+    // [1, d_model]; a placeholder row when the state has no key (never searched, see below)
+    keys = keys_from_state ? state().last_knn_lm_key.unsqueeze(0)
+                           : torch::zeros({1, ctx.model.config().d_model});
+  }
   torch::Tensor out_keys;
   absl::StatusOr<torch::Tensor> out =
       FeedText(ctx.model, state(), chunk, model::Outputs::kAll, &out_keys);
@@ -52,37 +66,46 @@ bool ScoreTask::Step(StepContext& ctx) {
     Fail(out.status());
     return true;
   }
-  if (n > 1) {  // out: [n, vocab]; row i predicts chunk[i + 1]
+  if (!has_prior) {  // out: [n, vocab]; row i predicts chunk[i + 1]
+    predictions = out->narrow(0, 0, n - 1);  // [n - 1, vocab]
+    keys = out_keys.narrow(0, 0, n - 1);     // [n - 1, d_model]
+  } else if (n > 1) {
     predictions = torch::cat({predictions, out->narrow(0, 0, n - 1)}, 0);  // [n, vocab]
     keys = torch::cat({keys, out_keys.narrow(0, 0, n - 1)}, 0);            // [n, d_model]
   }
   // A session whose last token exited early (CALM) has no key for its last distribution:
   // that one row keeps the model's distribution (see SequenceState::last_knn_lm_key).
-  const int64_t skip = keys_from_state ? 0 : 1;
-  if (knn_lm_ && n > skip) {
+  const int64_t skip = has_prior && !keys_from_state ? 1 : 0;
+  if (knn_lm_ && scored > skip) {
     absl::StatusOr<torch::Tensor> mixed =
-        ApplyKnnLm(*knn_lm_, session(), keys.narrow(0, skip, n - skip),
-                   predictions.narrow(0, skip, n - skip), ctx.knn_search_observer);
+        ApplyKnnLm(*knn_lm_, session(), keys.narrow(0, skip, scored - skip),
+                   predictions.narrow(0, skip, scored - skip), ctx.knn_search_observer);
     if (!mixed.ok()) {
       Fail(mixed.status());
       return true;
     }
     predictions = skip == 0 ? *mixed : torch::cat({predictions.narrow(0, 0, 1), *mixed}, 0);
   }
-  predictions = predictions.contiguous();
-  const float* rows = predictions.data_ptr<float>();
-  const int64_t vocab = predictions.size(1);
-  for (int64_t i = 0; i < n; ++i) {
-    const float lp = rows[i * vocab + chunk[i]];
-    result_.total_logprob += lp;
-    if (options_.token_logprobs) result_.logprobs.push_back(lp);
+  if (scored > 0) {
+    predictions = predictions.contiguous();
+    const float* rows = predictions.data_ptr<float>();
+    const int64_t vocab = predictions.size(1);
+    for (int64_t i = 0; i < scored; ++i) {
+      const int id = chunk[first + i];
+      const float lp = rows[i * vocab + id];
+      result_.total_logprob += lp;
+      result_.byte_count += static_cast<int64_t>(tokenizer_.TokenBytes(id).size());
+      if (options_.token_logprobs) result_.logprobs.push_back(lp);
+    }
+    result_.token_count += scored;
   }
   fed_ += n;
   if (fed_ < tokens_.size()) return false;
 
-  result_.token_count = static_cast<int64_t>(tokens_.size());
-  result_.byte_count = static_cast<int64_t>(options_.text.size());
-  result_.bits_per_byte = -result_.total_logprob / std::log(2.0) / result_.byte_count;
+  // Bits per byte over the UTF-8 bytes the scored tokens stand for (docs/design.md §11).
+  result_.bits_per_byte = result_.byte_count > 0
+                              ? -result_.total_logprob / std::log(2.0) / result_.byte_count
+                              : 0.0;
   Done done = std::move(done_);
   done(std::move(result_));
   return true;

@@ -1,5 +1,7 @@
-// ScoreTask: one Score request: the log-probability of each token of a text given everything
-// before it (the first token uses the sequence's last_logprobs).
+// ScoreTask: one Score request: the log-probability of each token of a text (or of the
+// request's ids) given everything before it. The first token uses the sequence's
+// last_logprobs; a sequence never fed has none (token_ids, which are never primed with BOS,
+// or a vocabulary without BOS): its first token is fed as context only and not scored.
 //
 // Runs on the session's own state when update_memory is set; otherwise on a deep copy taken
 // at its first step (or a fresh state for one-shot requests), so the session is left exactly
@@ -22,7 +24,8 @@ class ScoreTask : public Task {
   using Done = std::function<void(absl::StatusOr<engine::ScoreResult>)>;
 
   // `options` are validated and `knn_lm` resolved from them; `session` nullptr = one-shot.
-  // `tokenizer` (the model's) encodes the text here; it is not kept.
+  // `tokenizer` (the model's) encodes the text and gives the scored tokens' bytes; it must
+  // outlive the task (the scheduler's Model does).
   ScoreTask(uint64_t id, engine::ScoreOptions options, std::optional<KnnLmPlan> knn_lm, Done done,
             session::Session* session, const tokenizer::Tokenizer& tokenizer);
 
@@ -39,7 +42,9 @@ class ScoreTask : public Task {
   Done done_;
   bool started_ = false;
   session::SequenceState own_;  // one-shot state, or the copy scored without updating memory
-  std::vector<int> tokens_;
+  const tokenizer::Tokenizer& tokenizer_;
+  std::vector<int> tokens_;  // options_.token_ids, or the ids of options_.text
+  bool prime_with_bos_ = true;  // PrimesWithBos: text, and a vocabulary with BOS
   size_t fed_ = 0;
   engine::ScoreResult result_;
 };

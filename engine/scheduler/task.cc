@@ -19,8 +19,12 @@ int64_t NextChunkSize(const session::SequenceState& state, int seg_len, int64_t 
   return std::min(remaining, to_boundary);
 }
 
+bool PrimesWithBos(const tokenizer::Tokenizer& tokenizer, bool from_ids) {
+  return !from_ids && tokenizer.bos_id() >= 0;
+}
+
 absl::Status PrimeIfNeeded(model::Model& model, session::SequenceState& state) {
-  if (state.primed()) return absl::OkStatus();
+  if (state.primed() || model.tokenizer().bos_id() < 0) return absl::OkStatus();
   const int bos[] = {model.tokenizer().bos_id()};  // the family's BOS (docs/design.md §11)
   torch::Tensor key;  // [1, d_model]
   // [1, vocab]
@@ -49,8 +53,8 @@ absl::StatusOr<torch::Tensor> FeedText(model::Model& model, session::SequenceSta
 
 absl::StatusOr<torch::Tensor> PrimeAndFeedText(model::Model& model, session::SequenceState& state,
                                                absl::Span<const int> tokens) {
-  if (state.primed()) {
-    return absl::InternalError("PrimeAndFeedText: the sequence is already primed");
+  if (state.primed() || model.tokenizer().bos_id() < 0) {
+    return absl::InternalError("PrimeAndFeedText: the sequence is primed or has no BOS");
   }
   std::vector<int> ids;
   ids.reserve(tokens.size() + 1);

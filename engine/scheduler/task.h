@@ -27,6 +27,7 @@
 #include "engine/scheduler/decode_batch.h"
 #include "engine/scheduler/knn_lm_step.h"
 #include "engine/session/session.h"
+#include "engine/tokenizer/tokenizer.h"
 
 namespace mnemo::scheduler {
 
@@ -92,7 +93,14 @@ class Task {
 // segment in absolute positions, so units line up with the model's segments.
 int64_t NextChunkSize(const session::SequenceState& state, int seg_len, int64_t remaining);
 
-// Feeds BOS if `state` was never fed, setting last_logprobs. No-op when already primed.
+// Whether a fresh sequence is primed with BOS before a request's first token: only for text
+// (a request's ids are fed exactly as given) and only when the vocabulary has a BOS (Qwen2's
+// has none). A sequence that is not primed scores its first token against nothing: that token
+// is context only (ScoreTask), and a Generate needs a prompt to sample after.
+bool PrimesWithBos(const tokenizer::Tokenizer& tokenizer, bool from_ids);
+
+// Feeds BOS if `state` was never fed, setting last_logprobs. No-op when already primed, and
+// when the model's vocabulary has no BOS (the state stays unprimed).
 absl::Status PrimeIfNeeded(model::Model& model, session::SequenceState& state);
 
 // Feeds text tokens, updating last_logprobs, last_knn_lm_key and tokens_seen. With
@@ -105,7 +113,8 @@ absl::StatusOr<torch::Tensor> FeedText(model::Model& model, session::SequenceSta
 
 // PrimeIfNeeded and FeedText(tokens, Outputs::kLast) in one Forward: BOS and `tokens` together
 // (one pass over the weights instead of two, the same log-probs up to float rounding). For a
-// state that is not primed yet, whose first segment has room for 1 + tokens.size() positions.
+// state that is not primed yet, whose first segment has room for 1 + tokens.size() positions,
+// of a model whose vocabulary has a BOS.
 absl::StatusOr<torch::Tensor> PrimeAndFeedText(model::Model& model, session::SequenceState& state,
                                                absl::Span<const int> tokens);
 

@@ -53,6 +53,18 @@ absl::Status ResolveEarlyExit(engine::EarlyExitOptions& early_exit, const ModelE
 
 }  // namespace
 
+absl::Status ValidateTokenIds(absl::string_view field, absl::Span<const int> ids,
+                              int vocab_size) {
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] < 0 || ids[i] >= vocab_size) {
+      return Invalid(absl::StrCat(field, "[", i, "]"),
+                     absl::StrCat("= ", ids[i], " is outside the vocabulary [0, ", vocab_size,
+                                  ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 ModelExitInfo ModelExitInfo::Of(const model::Model& model) {
   ModelExitInfo info;
   info.default_measure = model.config().exit_measure;
@@ -67,8 +79,17 @@ absl::Status ValidateGenerate(engine::GenerateOptions& options, const RequestLim
                               const ModelExitInfo& exit) {
   if (absl::Status s = ValidateSessionField(options.session_id); !s.ok()) return s;
   if (!tokenizer::IsValidUtf8(options.prompt)) return Invalid("prompt", "is not valid UTF-8");
-  if (options.prompt.empty() && options.session_id.empty()) {
-    return Invalid("prompt", "must not be empty without a session_id");
+  if (!options.prompt.empty() && !options.prompt_token_ids.empty()) {
+    return Invalid("prompt", "and prompt_token_ids are both set: send one of them");
+  }
+  if (options.prompt.empty() && options.prompt_token_ids.empty() &&
+      options.session_id.empty()) {
+    return Invalid("prompt", "must not be empty without a session_id (or set prompt_token_ids)");
+  }
+  if (absl::Status s =
+          ValidateTokenIds("prompt_token_ids", options.prompt_token_ids, limits.vocab_size);
+      !s.ok()) {
+    return s;
   }
   if (options.max_new_tokens < 0) {
     return Invalid("max_new_tokens", absl::StrCat("must be >= 0, got ", options.max_new_tokens));
@@ -96,6 +117,33 @@ absl::Status ValidateGenerate(engine::GenerateOptions& options, const RequestLim
                    absl::StrCat("must be a finite number > 0, got ",
                                 sampling.repetition_penalty));
   }
+  if (!(sampling.min_p >= 0 && sampling.min_p <= 1)) {
+    return Invalid("sampling.min_p", absl::StrCat("must be in [0, 1], got ", sampling.min_p));
+  }
+  if (!(sampling.presence_penalty >= -2 && sampling.presence_penalty <= 2)) {
+    return Invalid("sampling.presence_penalty",
+                   absl::StrCat("must be in [-2, 2], got ", sampling.presence_penalty));
+  }
+  if (!(sampling.frequency_penalty >= -2 && sampling.frequency_penalty <= 2)) {
+    return Invalid("sampling.frequency_penalty",
+                   absl::StrCat("must be in [-2, 2], got ", sampling.frequency_penalty));
+  }
+  for (const auto& [id, bias] : sampling.logit_bias) {
+    if (id < 0 || id >= limits.vocab_size) {
+      return Invalid(absl::StrCat("sampling.logit_bias[", id, "]"),
+                     absl::StrCat("names an id outside the vocabulary [0, ", limits.vocab_size,
+                                  ")"));
+    }
+    if (!std::isfinite(bias)) {
+      return Invalid(absl::StrCat("sampling.logit_bias[", id, "]"),
+                     absl::StrCat("must be finite, got ", bias));
+    }
+  }
+  if (absl::Status s =
+          ValidateTokenIds("stop_token_ids", options.stop_token_ids, limits.vocab_size);
+      !s.ok()) {
+    return s;
+  }
   if (options.top_logprobs < 0 || options.top_logprobs > limits.max_top_logprobs) {
     return Invalid("logprobs", absl::StrCat("must be in [0, ", limits.max_top_logprobs,
                                             "], got ", options.top_logprobs));
@@ -115,10 +163,24 @@ absl::Status ValidateGenerate(engine::GenerateOptions& options, const RequestLim
   return absl::OkStatus();
 }
 
-absl::Status ValidateScore(const engine::ScoreOptions& options) {
+absl::Status ValidateScore(const engine::ScoreOptions& options, const RequestLimits& limits) {
   if (absl::Status s = ValidateSessionField(options.session_id); !s.ok()) return s;
-  if (options.text.empty()) return Invalid("text", "must not be empty");
-  if (!tokenizer::IsValidUtf8(options.text)) return Invalid("text", "is not valid UTF-8");
+  if (!options.text.empty() && !options.token_ids.empty()) {
+    return Invalid("text", "and token_ids are both set: send one of them");
+  }
+  if (options.token_ids.empty()) {
+    if (options.text.empty()) return Invalid("text", "must not be empty (or set token_ids)");
+    if (!tokenizer::IsValidUtf8(options.text)) return Invalid("text", "is not valid UTF-8");
+    return absl::OkStatus();
+  }
+  if (absl::Status s = ValidateTokenIds("token_ids", options.token_ids, limits.vocab_size);
+      !s.ok()) {
+    return s;
+  }
+  if (options.session_id.empty() && options.token_ids.size() < 2) {
+    return Invalid("token_ids", "needs at least 2 ids in a one-shot request: the first has "
+                                "nothing before it and is context only");
+  }
   return absl::OkStatus();
 }
 

@@ -6,6 +6,8 @@
 #include <array>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "engine/model/exit_measure.h"
 #include "engine/model/model.h"
 #include "engine/types.h"
@@ -16,6 +18,10 @@ struct RequestLimits {
   int default_max_new_tokens = 256;  // used when a request says 0
   int max_new_tokens_cap = 4096;
   int max_top_logprobs = 20;
+  // Token ids a request names (prompt_token_ids, token_ids, stop_token_ids, logit_bias) must
+  // be in [0, vocab_size): the served model's vocabulary. The Scheduler sets it from its model
+  // whatever its config says.
+  int vocab_size = 0;
 };
 
 // What the served model offers for CALM early exit. Fixed when the model is loaded (its
@@ -36,7 +42,12 @@ struct ModelExitInfo {
 // the model has none calibrated for that measure.
 absl::Status ValidateGenerate(engine::GenerateOptions& options, const RequestLimits& limits,
                               const ModelExitInfo& exit = {});
-absl::Status ValidateScore(const engine::ScoreOptions& options);
+// Exactly one of text and token_ids; ids in [0, limits.vocab_size) (the error names the first
+// bad one's index and value); a one-shot request's token_ids hold at least 2 ids.
+absl::Status ValidateScore(const engine::ScoreOptions& options, const RequestLimits& limits);
+// INVALID_ARGUMENT naming `field`[i] and the value of the first id outside [0, vocab_size).
+absl::Status ValidateTokenIds(absl::string_view field, absl::Span<const int> ids,
+                              int vocab_size);
 absl::Status ValidateAddToDatastore(const engine::AddToDatastoreOptions& options);
 
 }  // namespace mnemo::scheduler

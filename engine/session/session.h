@@ -50,7 +50,8 @@ struct SequenceState {
   // exited early).
   int last_exit_layer = 0;
   // Text tokens fed so far (prompt, scored text with update_memory, generated tokens that were
-  // sent to the client); BOS is not counted. This is what usage.session_tokens reports.
+  // sent to the client); the BOS primed before text is not counted, a request's token ids are
+  // (as given, specials included). This is what usage.session_tokens reports.
   int64_t tokens_seen = 0;
 
   bool primed() const { return last_logprobs.defined(); }

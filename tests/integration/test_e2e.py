@@ -182,6 +182,58 @@ class EndToEndTest(unittest.TestCase):
         self.assertEqual(models[0].heads, 2)
         self.assertEqual(models[0].mem_len, 32)
         self.assertGreater(models[0].parameters, 0)
+        self.assertEqual(models[0].family, "mnemo-xl")
+        self.assertEqual(models[0].tokenizer, "byte")
+        self.assertEqual(models[0].weight_dtype, "float32")
+        self.assertEqual(models[0].window, 32)
+        self.assertEqual(models[0].sink_tokens, 0)
+
+    # --- token ids (issue 21) -----------------------------------------------------------------
+
+    def test_token_ids_round_trip_and_match_text(self):
+        ids = self.client.tokenize("Hi é", add_special_tokens=True)
+        self.assertEqual(ids[0], 256)  # the byte models' BOS
+        self.assertEqual(ids[1:], self.client.tokenize("Hi é"))
+        self.assertEqual(self.client.detokenize(ids, skip_special_tokens=True), "Hi é")
+        self.assertEqual(self.client.detokenize(ids), "<|bos|>Hi é")
+        with self.assertRaises(MnemoError) as caught:
+            self.client.detokenize([1, 999])
+        self.assertEqual(caught.exception.code, grpc.StatusCode.INVALID_ARGUMENT)
+        self.assertIn("ids[1] = 999", caught.exception.message)
+
+        by_text = self.client.generate("Hi é", max_new_tokens=16, temperature=0.7, seed=5,
+                                       stop_at_eos=False).text()
+        by_ids = self.client.generate(prompt_token_ids=ids, max_new_tokens=16, temperature=0.7,
+                                      seed=5, stop_at_eos=False).text()
+        self.assertEqual(by_ids, by_text)
+        text_score = self.client.score("Hi é")
+        ids_score = self.client.score(token_ids=ids)
+        self.assertEqual(ids_score.token_count, text_score.token_count)
+        self.assertEqual(ids_score.byte_count, len("Hi é".encode()))
+        self.assertAlmostEqual(ids_score.total_logprob, text_score.total_logprob, places=3)
+        with self.assertRaises(MnemoError) as caught:
+            list(self.client.generate(prompt_token_ids=[1, 2, -3]))
+        self.assertEqual(caught.exception.code, grpc.StatusCode.INVALID_ARGUMENT)
+        self.assertIn("prompt_token_ids[2]", caught.exception.message)
+        with self.assertRaises(TypeError):
+            self.client.generate(prompt_token_ids="not ids")
+
+    def test_sampling_knobs_and_stop_token_ids(self):
+        stream = self.client.generate("abc", max_new_tokens=8, temperature=0,
+                                      logit_bias={ord("x"): 100.0}, stop_at_eos=False)
+        self.assertEqual(stream.text(), "x" * 8)
+        stream = self.client.generate("abc", max_new_tokens=8, temperature=0,
+                                      logit_bias={ord("x"): 100.0},
+                                      stop_token_ids=[ord("x")], stop_at_eos=False)
+        self.assertEqual(stream.text(), "x")
+        self.assertEqual(stream.finish_reason, "STOP")
+        chunks = list(self.client.generate("abc", max_new_tokens=8, temperature=0.8, seed=2,
+                                           min_p=0.1, presence_penalty=0.5,
+                                           frequency_penalty=0.5, stop_at_eos=False))
+        self.assertEqual(sum(len(c.tokens) for c in chunks), 8)
+        with self.assertRaises(MnemoError) as caught:
+            list(self.client.generate("abc", min_p=2.0))
+        self.assertIn("sampling.min_p", caught.exception.message)
 
     # --- generation ---------------------------------------------------------------------------
 
@@ -444,6 +496,21 @@ class EndToEndTest(unittest.TestCase):
         self.assertIn(b"layers=2", models.stdout)
         tokens = self.run_cli("tokenize", "hi")
         self.assertEqual(tokens.stdout.strip(), b"2 tokens: 104 105")
+        tokens = self.run_cli("tokenize", "--add_special_tokens", "hi")
+        self.assertEqual(tokens.stdout.strip(), b"3 tokens: 256 104 105")
+        text = self.run_cli("detokenize", "--skip_special_tokens", "256,104 105")
+        self.assertEqual(text.returncode, 0, text.stderr)
+        self.assertEqual(text.stdout, b"hi\n")
+        self.assertIn(b"family=mnemo-xl", models.stdout)
+        scored = self.run_cli("score", "--ids", "256,104,105")
+        self.assertEqual(scored.returncode, 0, scored.stderr)
+        self.assertIn(b"tokens=2", scored.stdout)
+        generated = self.run_cli("generate", "--ids", "--max_new_tokens", "4",
+                                 "--temperature", "0", "--logit_bias", "120=100",
+                                 "--stop_token_ids", "120", "256,104")
+        self.assertEqual(generated.returncode, 0, generated.stderr)
+        self.assertEqual(generated.stdout, b"x\n")
+        self.assertIn(b"finish_reason=STOP", generated.stderr)
 
 
 class ShutdownTest(unittest.TestCase):

@@ -3,6 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <functional>
+#include <string>
+#include <vector>
 #include <thread>
 
 #include "absl/strings/match.h"
@@ -425,6 +428,128 @@ TEST_F(GenerateTest, ScoreAndTokenize) {
   status = generation_->Score(ContextWithTimeout(absl::Seconds(30)).get(), score, &scored);
   EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << status.error_message();
   EXPECT_TRUE(absl::StrContains(status.error_message(), "text")) << status.error_message();
+}
+
+// Ids instead of text (issue 21): with a BOS in front they are the text's tokens on a fresh
+// sequence, so Generate and Score agree with the text; bad ids are refused naming the index.
+TEST_F(GenerateTest, PromptTokenIdsAndScoreTokenIds) {
+  const std::string prompt = "The quick brown fox";
+  v1::TokenizeRequest tokenize;
+  tokenize.set_text(prompt);
+  tokenize.set_add_special_tokens(true);
+  v1::TokenizeResponse tokens;
+  grpc::Status status =
+      generation_->Tokenize(ContextWithTimeout(absl::Seconds(10)).get(), tokenize, &tokens);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  ASSERT_EQ(tokens.ids_size(), static_cast<int>(prompt.size()) + 1);
+  EXPECT_EQ(tokens.ids(0), 256);  // the byte tokenizer's BOS
+  EXPECT_EQ(tokens.pieces(0), "");
+
+  v1::GenerateRequest by_text = Request(prompt, 24);
+  by_text.mutable_sampling()->set_temperature(0.8f);
+  v1::GenerateRequest by_ids = by_text;
+  by_ids.clear_prompt();
+  by_ids.mutable_prompt_token_ids()->CopyFrom(tokens.ids());
+  StreamResult text_result = GenerateAll(*generation_, by_text);
+  StreamResult ids_result = GenerateAll(*generation_, by_ids);
+  ASSERT_TRUE(ids_result.status.ok()) << ids_result.status.error_message();
+  EXPECT_EQ(ids_result.text, text_result.text);
+  EXPECT_EQ(ids_result.chunks.back().usage().prompt_tokens(), tokens.ids_size());
+
+  by_ids.add_prompt_token_ids(259);
+  StreamResult bad = GenerateAll(*generation_, by_ids);
+  EXPECT_EQ(bad.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_TRUE(absl::StrContains(bad.status.error_message(),
+                                absl::StrCat("prompt_token_ids[", tokens.ids_size(), "] = 259")))
+      << bad.status.error_message();
+  by_ids.set_prompt(prompt);  // both
+  bad = GenerateAll(*generation_, by_ids);
+  EXPECT_EQ(bad.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+
+  v1::ScoreRequest score_text;
+  score_text.set_text(prompt);
+  score_text.set_token_logprobs(true);
+  v1::ScoreRequest score_ids;
+  score_ids.mutable_token_ids()->CopyFrom(tokens.ids());
+  score_ids.set_token_logprobs(true);
+  v1::ScoreResponse text_scored, ids_scored;
+  status = generation_->Score(ContextWithTimeout(absl::Seconds(30)).get(), score_text,
+                              &text_scored);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  status =
+      generation_->Score(ContextWithTimeout(absl::Seconds(30)).get(), score_ids, &ids_scored);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(ids_scored.token_count(), static_cast<int64_t>(prompt.size()));  // BOS is context
+  EXPECT_EQ(ids_scored.byte_count(), static_cast<int64_t>(prompt.size()));
+  EXPECT_NEAR(ids_scored.total_logprob(), text_scored.total_logprob(), 1e-4);
+  EXPECT_NEAR(ids_scored.bits_per_byte(), text_scored.bits_per_byte(), 1e-5);
+  ASSERT_EQ(ids_scored.logprobs_size(), text_scored.logprobs_size());
+
+  score_ids.set_token_ids(1, -7);
+  status =
+      generation_->Score(ContextWithTimeout(absl::Seconds(30)).get(), score_ids, &ids_scored);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_TRUE(absl::StrContains(status.error_message(), "token_ids[1] = -7"))
+      << status.error_message();
+}
+
+TEST_F(GenerateTest, SamplingKnobsAndStopTokenIds) {
+  v1::GenerateRequest request = Request("abc", 8);
+  request.mutable_sampling()->set_temperature(0.0f);
+  (*request.mutable_sampling()->mutable_logit_bias())['x'] = 100.0f;
+  StreamResult result = GenerateAll(*generation_, request);
+  ASSERT_TRUE(result.status.ok()) << result.status.error_message();
+  EXPECT_EQ(result.text, "xxxxxxxx");
+  // 'x' is also a stop token: it is emitted, and the stream ends with STOP.
+  request.add_stop_token_ids('x');
+  result = GenerateAll(*generation_, request);
+  ASSERT_TRUE(result.status.ok()) << result.status.error_message();
+  EXPECT_EQ(result.text, "x");
+  EXPECT_EQ(result.chunks.back().finish_reason(), v1::FINISH_REASON_STOP);
+  EXPECT_EQ(result.chunks.back().usage().generated_tokens(), 1);
+
+  struct Case {
+    std::function<void(v1::SamplingParams*)> set;
+    std::string field;
+  };
+  const std::vector<Case> cases = {
+      {[](v1::SamplingParams* s) { s->set_min_p(1.5f); }, "sampling.min_p"},
+      {[](v1::SamplingParams* s) { s->set_presence_penalty(-2.5f); },
+       "sampling.presence_penalty"},
+      {[](v1::SamplingParams* s) { s->set_frequency_penalty(3.0f); },
+       "sampling.frequency_penalty"},
+      {[](v1::SamplingParams* s) { (*s->mutable_logit_bias())[400] = 1.0f; },
+       "sampling.logit_bias[400]"},
+  };
+  for (const Case& c : cases) {
+    v1::GenerateRequest bad = Request("abc", 4);
+    c.set(bad.mutable_sampling());
+    StreamResult r = GenerateAll(*generation_, bad);
+    EXPECT_EQ(r.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << c.field;
+    EXPECT_TRUE(absl::StrContains(r.status.error_message(), c.field))
+        << c.field << ": " << r.status.error_message();
+  }
+}
+
+TEST_F(GenerateTest, Detokenize) {
+  v1::DetokenizeRequest request;
+  for (int id : {256, int{'h'}, 0xC3, 0xA9, 257}) request.add_ids(id);
+  v1::DetokenizeResponse response;
+  grpc::Status status =
+      generation_->Detokenize(ContextWithTimeout(absl::Seconds(10)).get(), request, &response);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(response.text(), "<|bos|>h\xC3\xA9<|eos|>");
+  request.set_skip_special_tokens(true);
+  status =
+      generation_->Detokenize(ContextWithTimeout(absl::Seconds(10)).get(), request, &response);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(response.text(), "h\xC3\xA9");
+  request.add_ids(1000);
+  status =
+      generation_->Detokenize(ContextWithTimeout(absl::Seconds(10)).get(), request, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_TRUE(absl::StrContains(status.error_message(), "ids[5] = 1000"))
+      << status.error_message();
 }
 
 }  // namespace

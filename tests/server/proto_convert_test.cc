@@ -3,6 +3,10 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+#include <string>
+#include <vector>
+
 #include "absl/strings/match.h"
 #include "server/status_convert.h"
 
@@ -22,6 +26,65 @@ TEST(ProtoConvertTest, UnsetOptionalsTakeDocumentedDefaults) {
   EXPECT_TRUE(options->stop_at_eos);
   EXPECT_EQ(options->max_new_tokens, 0);
   EXPECT_EQ(options->prompt, "hi");
+  // The knobs added for imported models are off.
+  EXPECT_EQ(options->sampling.min_p, 0.0f);
+  EXPECT_EQ(options->sampling.presence_penalty, 0.0f);
+  EXPECT_EQ(options->sampling.frequency_penalty, 0.0f);
+  EXPECT_TRUE(options->sampling.logit_bias.empty());
+  EXPECT_TRUE(options->stop_token_ids.empty());
+  EXPECT_TRUE(options->prompt_token_ids.empty());
+}
+
+TEST(ProtoConvertTest, TokenIdsAndNewSamplingKnobsAreCopied) {
+  v1::GenerateRequest request;
+  request.add_prompt_token_ids(256);
+  request.add_prompt_token_ids(104);
+  request.add_stop_token_ids(10);
+  request.add_stop_token_ids(257);
+  v1::SamplingParams* sampling = request.mutable_sampling();
+  sampling->set_min_p(0.05f);
+  sampling->set_presence_penalty(0.5f);
+  sampling->set_frequency_penalty(-0.25f);
+  (*sampling->mutable_logit_bias())[65] = 2.5f;
+  (*sampling->mutable_logit_bias())[7] = -100.0f;
+  absl::StatusOr<engine::GenerateOptions> options = ToGenerateOptions(request, 20);
+  ASSERT_TRUE(options.ok()) << options.status();
+  EXPECT_EQ(options->prompt, "");
+  EXPECT_EQ(options->prompt_token_ids, (std::vector<int>{256, 104}));
+  EXPECT_EQ(options->stop_token_ids, (std::vector<int>{10, 257}));
+  EXPECT_EQ(options->sampling.min_p, 0.05f);
+  EXPECT_EQ(options->sampling.presence_penalty, 0.5f);
+  EXPECT_EQ(options->sampling.frequency_penalty, -0.25f);
+  EXPECT_EQ(options->sampling.logit_bias, (std::map<int, float>{{7, -100.0f}, {65, 2.5f}}));
+
+  v1::ScoreRequest score;
+  score.add_token_ids(1);
+  score.add_token_ids(2);
+  absl::StatusOr<engine::ScoreOptions> score_options = ToScoreOptions(score);
+  ASSERT_TRUE(score_options.ok()) << score_options.status();
+  EXPECT_EQ(score_options->token_ids, (std::vector<int>{1, 2}));
+  EXPECT_EQ(score_options->text, "");
+}
+
+TEST(ProtoConvertTest, ModelInfoFields) {
+  engine::ModelInfo info;
+  info.name = "m";
+  info.family = "LlamaForCausalLM";
+  info.vocab_size = 32000;
+  info.tokenizer = "bpe";
+  info.dtype = "float32";
+  info.weight_dtype = "bfloat16";
+  info.window = 4096;
+  info.sink_tokens = 4;
+  v1::Model model;
+  ToProto(info, &model);
+  EXPECT_EQ(model.family(), "LlamaForCausalLM");
+  EXPECT_EQ(model.vocab_size(), 32000);
+  EXPECT_EQ(model.tokenizer(), "bpe");
+  EXPECT_EQ(model.dtype(), "float32");
+  EXPECT_EQ(model.weight_dtype(), "bfloat16");
+  EXPECT_EQ(model.window(), 4096);
+  EXPECT_EQ(model.sink_tokens(), 4);
 }
 
 TEST(ProtoConvertTest, SetFieldsAreCopiedIncludingMeaningfulZeros) {

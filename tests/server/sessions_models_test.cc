@@ -151,6 +151,12 @@ TEST_F(SessionsModelsTest, ListAndGetModels) {
   EXPECT_EQ(model.memory().mem_len(), 32);
   EXPECT_EQ(model.memory().cmem_len(), 8);
   EXPECT_EQ(model.device(), "cpu");
+  EXPECT_EQ(model.family(), "mnemo-xl");
+  EXPECT_EQ(model.tokenizer(), "byte");
+  EXPECT_EQ(model.dtype(), "float32");
+  EXPECT_EQ(model.weight_dtype(), "float32");
+  EXPECT_EQ(model.window(), 32);  // mem_len
+  EXPECT_EQ(model.sink_tokens(), 0);
   EXPECT_TRUE(listed.next_page_token().empty());
 
   v1::GetModelRequest get;

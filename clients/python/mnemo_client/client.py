@@ -3,13 +3,14 @@
 `Client` owns one insecure channel. Every call takes the client's default timeout (seconds)
 unless given its own. Errors surface as `MnemoError` carrying the gRPC status code and the
 server's message; streaming generation is an iterator of `Chunk`s that can be cancelled.
+The values returned live in results.py; how keyword arguments become request fields
+(sampling knobs, kNN-LM, exit measures, token ids) in request_options.py.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import time
-from typing import Any, Iterable, Iterator, List, Mapping, Optional, Union
+from typing import Iterable, Iterator, List, Mapping, Optional
 
 import grpc
 
@@ -25,8 +26,32 @@ from mnemo_client._stubs import (
     sessions_pb2,
     sessions_pb2_grpc,
 )
-
-_FINISH_PREFIX = "FINISH_REASON_"
+from mnemo_client.request_options import (  # noqa: F401 (KnnLm, EXIT_MEASURES: re-exported)
+    EXIT_MEASURES,
+    KnnLm,
+    KnnLmLike,
+    fill_knn_lm,
+    fill_sampling,
+)
+# Aliased: generate() and score() have keyword arguments of these names.
+from mnemo_client.request_options import exit_measure as _exit_measure
+from mnemo_client.request_options import token_ids as _token_ids
+from mnemo_client.results import (  # noqa: F401 (re-exported: mnemo_client.client.X still works)
+    AddToDatastoreResult,
+    Chunk,
+    Datastore,
+    ModelInfo,
+    ScoreResult,
+    Session,
+    SessionMemory,
+    TokenAlternative,
+    TokenInfo,
+    Usage,
+    chunk_from_proto,
+    datastore_from_proto,
+    model_from_proto,
+    session_from_proto,
+)
 
 
 class MnemoError(Exception):
@@ -40,244 +65,6 @@ class MnemoError(Exception):
     @classmethod
     def from_rpc_error(cls, error: grpc.RpcError) -> "MnemoError":
         return cls(error.code(), error.details() or "")
-
-
-@dataclasses.dataclass
-class TokenAlternative:
-    id: int
-    text: str
-    logprob: float
-
-
-@dataclasses.dataclass
-class TokenInfo:
-    id: int
-    text: str  # UTF-8 text this token completes ("" for a leading byte of a character)
-    bytes: bytes
-    logprob: float
-    exit_layer: int
-    top_logprobs: List[TokenAlternative]
-
-
-@dataclasses.dataclass
-class Usage:
-    prompt_tokens: int
-    generated_tokens: int
-    session_tokens: int
-
-
-@dataclasses.dataclass
-class Chunk:
-    """One streamed delta. The last chunk has finish_reason and usage set."""
-
-    text: str
-    tokens: List[TokenInfo]
-    finish_reason: Optional[str]  # "LENGTH", "STOP", "EOS", "CANCELLED", "ERROR" or None
-    usage: Optional[Usage]
-
-
-@dataclasses.dataclass
-class ScoreResult:
-    token_count: int
-    byte_count: int
-    total_logprob: float  # natural log
-    bits_per_byte: float
-    logprobs: List[float]  # per token, when requested
-
-
-@dataclasses.dataclass
-class SessionMemory:
-    xl_tokens: int
-    compressed_slots: int
-    knn_entries: int
-    bytes: int
-
-
-@dataclasses.dataclass
-class Session:
-    session_id: str
-    model: str
-    tokens_seen: int
-    memory: SessionMemory
-    create_time: int  # seconds since the Unix epoch
-    last_use_time: int
-    busy: bool
-
-
-@dataclasses.dataclass
-class ModelInfo:
-    name: str
-    path: str
-    layers: int
-    d_model: int
-    heads: int
-    vocab_size: int
-    parameters: int
-    seg_len: int
-    mem_len: int
-    cmem_len: int
-    cmem_rate: int
-    compression: str
-    clamp_len: int
-    tokenizer: str
-    dtype: str
-    device: str
-
-
-@dataclasses.dataclass
-class KnnLm:
-    """kNN-LM interpolation for one Generate or Score call (generation.proto `KnnLm`).
-
-    datastore: a shared datastore's name (see `Client.list_datastores`) or "session" for the
-      session's private one (`Client.add_to_session_datastore`; the call then needs a
-      session_id). Fields left as None / 0 take the datastore's defaults (`Datastore.default_*`).
-    lambda_: weight of p_kNN in [0, 1] (`lambda` on the wire; a Python keyword).
-    k: neighbours per token, 0 = default, at most 1024.
-    temperature: > 0, in squared-L2 units of the keys.
-    """
-
-    datastore: str
-    lambda_: Optional[float] = None
-    k: int = 0
-    temperature: Optional[float] = None
-
-
-KnnLmLike = Union[KnnLm, Mapping[str, Any]]
-
-
-@dataclasses.dataclass
-class Datastore:
-    """A kNN-LM datastore as the server reports it (datastores.proto `Datastore`)."""
-
-    name: str  # "session" for a session's private datastore
-    session_id: str  # set for a session's private datastore
-    dir: str  # shared datastores: the directory it was loaded from
-    model: str  # "name@fingerprint" of the model whose hidden states are the keys
-    key_type: str
-    dimension: int
-    entries: int
-    bytes: int  # files on disk (shared) or RAM (a session's)
-    index_type: str  # "flat" or "ivfpq" (shared), "exact" (a session's)
-    nlist: int
-    pq_m: int
-    pq_nbits: int
-    corpus: str
-    corpus_files: int
-    corpus_bytes: int
-    build_seconds: float
-    built_at: str  # UTC, ISO 8601
-    default_lambda: float  # what a request gets for each knn_lm field it leaves unset
-    default_k: int
-    default_temperature: float
-
-
-@dataclasses.dataclass
-class AddToDatastoreResult:
-    entries_added: int
-    datastore: Datastore  # the session's datastore after the addition
-
-
-def _knn_lm_from(value: Optional[KnnLmLike]) -> Optional[KnnLm]:
-    """Accepts a KnnLm or a dict with the keys datastore, lambda_ (or lambda), k, temperature."""
-    if value is None or isinstance(value, KnnLm):
-        return value
-    fields = dict(value)
-    if "lambda" in fields:
-        if "lambda_" in fields:
-            raise ValueError("knn_lm: give lambda or lambda_, not both")
-        fields["lambda_"] = fields.pop("lambda")
-    unknown = set(fields) - {"datastore", "lambda_", "k", "temperature"}
-    if unknown:
-        raise ValueError(f"knn_lm: unknown keys {sorted(unknown)} "
-                         "(expected datastore, lambda_, k, temperature)")
-    return KnnLm(**fields)
-
-
-def _fill_knn_lm(value: Optional[KnnLmLike], out: generation_pb2.KnnLm) -> None:
-    knn = _knn_lm_from(value)
-    if knn is None:
-        return
-    out.datastore = knn.datastore
-    if knn.lambda_ is not None:
-        setattr(out, "lambda", knn.lambda_)  # `lambda` is a Python keyword
-    out.k = knn.k
-    if knn.temperature is not None:
-        out.temperature = knn.temperature
-
-
-# Names of the CALM exit measures, as mnemo-calibrate --measure and config.json spell them.
-EXIT_MEASURES = ("softmax", "saturation", "classifier")
-
-
-def _exit_measure(name: str) -> int:
-    values = {
-        "softmax": generation_pb2.EXIT_MEASURE_SOFTMAX_RESPONSE,
-        "saturation": generation_pb2.EXIT_MEASURE_HIDDEN_SATURATION,
-        "classifier": generation_pb2.EXIT_MEASURE_CLASSIFIER,
-    }
-    if name not in values:
-        raise ValueError(f"exit_measure must be one of {', '.join(EXIT_MEASURES)}, got {name!r}")
-    return values[name]
-
-
-def _datastore_from_proto(msg: datastores_pb2.Datastore) -> Datastore:
-    return Datastore(
-        name=msg.name, session_id=msg.session_id, dir=msg.dir, model=msg.model,
-        key_type=msg.key_type, dimension=msg.dimension, entries=msg.entries, bytes=msg.bytes,
-        index_type=msg.index_type, nlist=msg.nlist, pq_m=msg.pq_m, pq_nbits=msg.pq_nbits,
-        corpus=msg.corpus, corpus_files=msg.corpus_files, corpus_bytes=msg.corpus_bytes,
-        build_seconds=msg.build_seconds, built_at=msg.built_at,
-        default_lambda=msg.default_lambda, default_k=msg.default_k,
-        default_temperature=msg.default_temperature)
-
-
-def _finish_name(value: int) -> Optional[str]:
-    if value == generation_pb2.FINISH_REASON_UNSPECIFIED:
-        return None
-    name = generation_pb2.FinishReason.Name(value)
-    return name[len(_FINISH_PREFIX):] if name.startswith(_FINISH_PREFIX) else name
-
-
-def _chunk_from_proto(msg: generation_pb2.GenerateResponse) -> Chunk:
-    tokens = [
-        TokenInfo(
-            id=t.id,
-            text=t.text,
-            bytes=t.bytes,
-            logprob=t.logprob,
-            exit_layer=t.exit_layer,
-            top_logprobs=[TokenAlternative(a.id, a.text, a.logprob) for a in t.top_logprobs],
-        )
-        for t in msg.tokens
-    ]
-    usage = None
-    if msg.HasField("usage"):
-        usage = Usage(msg.usage.prompt_tokens, msg.usage.generated_tokens,
-                      msg.usage.session_tokens)
-    return Chunk(msg.text, tokens, _finish_name(msg.finish_reason), usage)
-
-
-def _session_from_proto(msg: sessions_pb2.Session) -> Session:
-    m = msg.memory
-    return Session(
-        session_id=msg.session_id,
-        model=msg.model,
-        tokens_seen=msg.tokens_seen,
-        memory=SessionMemory(m.xl_tokens, m.compressed_slots, m.knn_entries, m.bytes),
-        create_time=msg.create_time,
-        last_use_time=msg.last_use_time,
-        busy=msg.busy,
-    )
-
-
-def _model_from_proto(msg: models_pb2.Model) -> ModelInfo:
-    mem = msg.memory
-    return ModelInfo(
-        name=msg.name, path=msg.path, layers=msg.layers, d_model=msg.d_model, heads=msg.heads,
-        vocab_size=msg.vocab_size, parameters=msg.parameters, seg_len=mem.seg_len,
-        mem_len=mem.mem_len, cmem_len=mem.cmem_len, cmem_rate=mem.cmem_rate,
-        compression=mem.compression, clamp_len=mem.clamp_len, tokenizer=msg.tokenizer,
-        dtype=msg.dtype, device=msg.device)
 
 
 class GenerateStream:
@@ -305,7 +92,7 @@ class GenerateStream:
             if self._cancelled and error.code() == grpc.StatusCode.CANCELLED:
                 raise StopIteration from None
             raise MnemoError.from_rpc_error(error) from None
-        chunk = _chunk_from_proto(msg)
+        chunk = chunk_from_proto(msg)
         if chunk.finish_reason is not None:
             self.finish_reason = chunk.finish_reason
         if chunk.usage is not None:
@@ -364,6 +151,7 @@ class Client:
         self,
         prompt: str = "",
         *,
+        prompt_token_ids: Optional[Iterable[int]] = None,
         session_id: str = "",
         max_new_tokens: int = 0,
         temperature: Optional[float] = None,
@@ -371,7 +159,12 @@ class Client:
         top_p: Optional[float] = None,
         seed: Optional[int] = None,
         repetition_penalty: Optional[float] = None,
+        min_p: float = 0.0,
+        presence_penalty: float = 0.0,
+        frequency_penalty: float = 0.0,
+        logit_bias: Optional[Mapping[int, float]] = None,
         stop: Iterable[str] = (),
+        stop_token_ids: Iterable[int] = (),
         logprobs: int = 0,
         stop_at_eos: Optional[bool] = None,
         knn_lm: Optional[KnnLmLike] = None,
@@ -382,32 +175,40 @@ class Client:
     ) -> GenerateStream:
         """Starts a streaming generation; iterate the result for `Chunk`s.
 
+        The prompt is `prompt` (text; a fresh sequence starts with the model's BOS when it
+        has one) or `prompt_token_ids` (ids fed exactly as given, no BOS added: use
+        `tokenize(text, add_special_tokens=True)` for the text's ids with BOS); set one. Both
+        may be left empty only with a session_id.
+
         Unset sampling fields take the server's defaults (temperature 1.0, top_p 1.0, a random
-        seed, repetition_penalty 1.0); temperature=0 is greedy. `knn_lm` (a `KnnLm` or a dict
-        with datastore, lambda_, k, temperature) mixes a datastore's neighbours into every
-        generated token's distribution; request errors surface when the stream is read.
+        seed, repetition_penalty 1.0); temperature=0 is greedy. `min_p` in [0, 1] keeps the
+        tokens whose probability is at least min_p times the most likely one's;
+        `presence_penalty` and `frequency_penalty` in [-2, 2] (OpenAI's) lower a token's logit
+        by presence * [count > 0] + frequency * count over the tokens generated so far;
+        `logit_bias` ({token id: bias}) is added to the logits (-100 bans a token). All off
+        by default. `stop` (strings) and `stop_token_ids` end the stream with finish reason
+        "STOP"; the match, or the stop token, is part of the output.
+        `knn_lm` (a `KnnLm` or a dict with datastore, lambda_, k, temperature) mixes a
+        datastore's neighbours into every generated token's distribution; request errors
+        surface when the stream is read.
         `early_exit` turns on CALM early exit (each token reports its `exit_layer`);
         `exit_measure` picks the confidence it exits on ("softmax", "saturation" or
         "classifier"; None = the model's default) and `exit_threshold` in (0, 1] overrides the
         model's calibrated threshold for that measure. Raises ValueError for an unknown
-        measure name.
+        measure name, TypeError for ids that are not ints.
         """
         request = generation_pb2.GenerateRequest(
-            session_id=session_id, prompt=prompt, max_new_tokens=max_new_tokens,
-            stop=list(stop), logprobs=logprobs)
-        sampling = request.sampling
-        sampling.top_k = top_k
-        if temperature is not None:
-            sampling.temperature = temperature
-        if top_p is not None:
-            sampling.top_p = top_p
-        if seed is not None:
-            sampling.seed = seed
-        if repetition_penalty is not None:
-            sampling.repetition_penalty = repetition_penalty
+            session_id=session_id, prompt=prompt,
+            prompt_token_ids=_token_ids("prompt_token_ids", prompt_token_ids),
+            max_new_tokens=max_new_tokens, stop=list(stop),
+            stop_token_ids=_token_ids("stop_token_ids", stop_token_ids), logprobs=logprobs)
+        fill_sampling(request.sampling, temperature=temperature, top_k=top_k, top_p=top_p,
+                      seed=seed, repetition_penalty=repetition_penalty, min_p=min_p,
+                      presence_penalty=presence_penalty, frequency_penalty=frequency_penalty,
+                      logit_bias=logit_bias)
         if stop_at_eos is not None:
             request.stop_at_eos = stop_at_eos
-        _fill_knn_lm(knn_lm, request.knn_lm)
+        fill_knn_lm(knn_lm, request.knn_lm)
         request.early_exit.enabled = early_exit
         if exit_threshold is not None:
             request.early_exit.threshold = exit_threshold
@@ -416,22 +217,48 @@ class Client:
         call = self._generation.Generate(request, timeout=self._timeout(timeout))
         return GenerateStream(call)
 
-    def score(self, text: str, *, session_id: str = "", update_memory: bool = False,
-              token_logprobs: bool = False, knn_lm: Optional[KnnLmLike] = None,
+    def score(self, text: str = "", *, token_ids: Optional[Iterable[int]] = None,
+              session_id: str = "", update_memory: bool = False, token_logprobs: bool = False,
+              knn_lm: Optional[KnnLmLike] = None,
               timeout: Optional[float] = None) -> ScoreResult:
-        """Log-likelihood of `text`; with `knn_lm`, under the kNN-LM mixture (as in generate)."""
-        request = generation_pb2.ScoreRequest(session_id=session_id, text=text,
-                                              update_memory=update_memory,
-                                              token_logprobs=token_logprobs)
-        _fill_knn_lm(knn_lm, request.knn_lm)
+        """Log-likelihood of `text`, or of `token_ids` (set one); with `knn_lm`, under the
+        kNN-LM mixture (as in generate).
+
+        Each token is scored given everything before it. On a fresh sequence (one-shot, or a
+        session never fed) the first token has nothing before it: it is scored only when a BOS
+        was primed in front of it, which happens for `text` on models with a BOS and never for
+        `token_ids` (ids[0] is then context only: a one-shot call needs two ids). bits_per_byte
+        is over the UTF-8 bytes of the scored tokens.
+        """
+        request = generation_pb2.ScoreRequest(
+            session_id=session_id, text=text,
+            token_ids=_token_ids("token_ids", token_ids), update_memory=update_memory,
+            token_logprobs=token_logprobs)
+        fill_knn_lm(knn_lm, request.knn_lm)
         r = self._unary(self._generation.Score, request, timeout)
         return ScoreResult(r.token_count, r.byte_count, r.total_logprob, r.bits_per_byte,
                            list(r.logprobs))
 
-    def tokenize(self, text: str, *, timeout: Optional[float] = None) -> List[int]:
-        r = self._unary(self._generation.Tokenize, generation_pb2.TokenizeRequest(text=text),
+    def tokenize(self, text: str, *, add_special_tokens: bool = False,
+                 timeout: Optional[float] = None) -> List[int]:
+        """The ids of `text`; with add_special_tokens, preceded by the model's BOS when it has
+        one (the ids the text is fed as on a fresh sequence)."""
+        r = self._unary(self._generation.Tokenize,
+                        generation_pb2.TokenizeRequest(text=text,
+                                                       add_special_tokens=add_special_tokens),
                         timeout)
         return list(r.ids)
+
+    def detokenize(self, ids: Iterable[int], *, skip_special_tokens: bool = False,
+                   timeout: Optional[float] = None) -> str:
+        """The text `ids` stand for (invalid UTF-8 reads as U+FFFD). Special tokens are left
+        out with skip_special_tokens, else written as markers ("<|bos|>", "<|eos|>",
+        "<|pad|>", "<|special:ID|>"). Out-of-range ids raise MnemoError(INVALID_ARGUMENT)."""
+        r = self._unary(self._generation.Detokenize,
+                        generation_pb2.DetokenizeRequest(
+                            ids=_token_ids("ids", ids), skip_special_tokens=skip_special_tokens),
+                        timeout)
+        return r.text
 
     # --- Sessions -----------------------------------------------------------------------------
 
@@ -441,12 +268,12 @@ class Client:
         r = self._unary(self._sessions.CreateSession,
                         sessions_pb2.CreateSessionRequest(session_id=session_id,
                                                           knn_capacity=knn_capacity), timeout)
-        return _session_from_proto(r)
+        return session_from_proto(r)
 
     def get_session(self, session_id: str, *, timeout: Optional[float] = None) -> Session:
         r = self._unary(self._sessions.GetSession,
                         sessions_pb2.GetSessionRequest(session_id=session_id), timeout)
-        return _session_from_proto(r)
+        return session_from_proto(r)
 
     def list_sessions(self, *, timeout: Optional[float] = None) -> List[Session]:
         """Every session, following pagination."""
@@ -456,7 +283,7 @@ class Client:
             r = self._unary(self._sessions.ListSessions,
                             sessions_pb2.ListSessionsRequest(page_size=1000, page_token=token),
                             timeout)
-            sessions.extend(_session_from_proto(s) for s in r.sessions)
+            sessions.extend(session_from_proto(s) for s in r.sessions)
             token = r.next_page_token
             if not token:
                 return sessions
@@ -476,7 +303,7 @@ class Client:
                             datastores_pb2.ListDatastoresRequest(page_size=1000,
                                                                  page_token=token),
                             timeout)
-            datastores.extend(_datastore_from_proto(d) for d in r.datastores)
+            datastores.extend(datastore_from_proto(d) for d in r.datastores)
             token = r.next_page_token
             if not token:
                 return datastores
@@ -488,7 +315,7 @@ class Client:
         r = self._unary(self._datastores.GetDatastore,
                         datastores_pb2.GetDatastoreRequest(name=name, session_id=session_id),
                         timeout)
-        return _datastore_from_proto(r)
+        return datastore_from_proto(r)
 
     def add_to_session_datastore(self, session_id: str, text: str, *,
                                  timeout: Optional[float] = None) -> AddToDatastoreResult:
@@ -499,7 +326,7 @@ class Client:
                         datastores_pb2.AddToSessionDatastoreRequest(session_id=session_id,
                                                                     text=text),
                         timeout)
-        return AddToDatastoreResult(r.entries_added, _datastore_from_proto(r.datastore))
+        return AddToDatastoreResult(r.entries_added, datastore_from_proto(r.datastore))
 
     # --- Models and health --------------------------------------------------------------------
 
@@ -509,7 +336,7 @@ class Client:
         while True:
             r = self._unary(self._models.ListModels,
                             models_pb2.ListModelsRequest(page_token=token), timeout)
-            models.extend(_model_from_proto(m) for m in r.models)
+            models.extend(model_from_proto(m) for m in r.models)
             token = r.next_page_token
             if not token:
                 return models

@@ -12,6 +12,7 @@
 #include "absl/strings/match.h"
 #include "engine/datastore/builder.h"
 #include "engine/datastore/model_id.h"
+#include "engine/model/model_config.h"
 #include "gtest/gtest.h"
 #include "tests/engine/scheduler/test_util.h"
 
@@ -75,6 +76,16 @@ TEST_F(EngineTest, LoadsAndDescribesTheModel) {
   EXPECT_EQ(info.tokenizer, "byte");
   EXPECT_EQ(info.device, "cpu");
   EXPECT_GT(info.parameters, 0);
+  EXPECT_EQ(info.family, "mnemo-xl");
+  EXPECT_EQ(info.dtype, "float32");
+  EXPECT_EQ(info.weight_dtype, "float32");
+  EXPECT_EQ(info.window, 16);  // the raw memory a query sees (mem_len)
+  EXPECT_EQ(info.sink_tokens, 0);
+  // The weights as loaded, not as on disk.
+  std::unique_ptr<Engine> half = MakeEngine("float32", "bfloat16");
+  ASSERT_NE(half, nullptr);
+  EXPECT_EQ(half->model_info().weight_dtype, "bfloat16");
+  EXPECT_EQ(half->model_info().dtype, "float32");
 }
 
 TEST_F(EngineTest, BadModelDirectoryIsAnError) {
@@ -177,6 +188,32 @@ TEST_F(EngineTest, Tokenize) {
   EXPECT_EQ(r->ids, (std::vector<int>{'a', 0xC3, 0xA9}));
   EXPECT_EQ(r->pieces, (std::vector<std::string>{"a", "", "\xC3\xA9"}));
   EXPECT_FALSE(engine->Tokenize("\xFF").ok());
+  // add_special_tokens: BOS first, as a text prompt is fed on a fresh sequence.
+  r = engine->Tokenize("a\xC3\xA9", /*add_special_tokens=*/true);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->ids, (std::vector<int>{model::kBosId, 'a', 0xC3, 0xA9}));
+  EXPECT_EQ(r->pieces, (std::vector<std::string>{"", "a", "", "\xC3\xA9"}));
+}
+
+TEST_F(EngineTest, Detokenize) {
+  std::unique_ptr<Engine> engine = MakeEngine();
+  ASSERT_NE(engine, nullptr);
+  const std::vector<int> ids = {model::kBosId, 'h', 0xC3, 0xA9, model::kEosId, model::kPadId};
+  absl::StatusOr<std::string> text = engine->Detokenize(ids, /*skip_special_tokens=*/true);
+  ASSERT_TRUE(text.ok()) << text.status();
+  EXPECT_EQ(*text, "h\xC3\xA9");
+  text = engine->Detokenize(ids, /*skip_special_tokens=*/false);
+  ASSERT_TRUE(text.ok()) << text.status();
+  EXPECT_EQ(*text, "<|bos|>h\xC3\xA9<|eos|><|pad|>");
+  // A character cut by a special, or left unfinished, reads as U+FFFD; the text stays UTF-8.
+  text = engine->Detokenize({0xC3, model::kEosId, 'a', 0xE2}, false);
+  ASSERT_TRUE(text.ok());
+  EXPECT_EQ(*text, "\xEF\xBF\xBD<|eos|>a\xEF\xBF\xBD");
+  EXPECT_EQ(*engine->Detokenize({}, true), "");
+  absl::Status bad = engine->Detokenize({'a', 259}, true).status();
+  EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StartsWith(bad.message(), "ids[1] = 259")) << bad;
+  EXPECT_FALSE(engine->Detokenize({-1}, true).ok());
 }
 
 TEST_F(EngineTest, DestructorClosesOutstandingStreams) {

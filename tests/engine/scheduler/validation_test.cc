@@ -1,5 +1,6 @@
 #include "engine/scheduler/validation.h"
 
+#include <cmath>
 #include <string>
 
 #include "absl/strings/match.h"
@@ -162,11 +163,94 @@ TEST(ValidationTest, EarlyExitRefusesMeasuresTheModelCannotServe) {
 
 TEST(ValidationTest, Score) {
   engine::ScoreOptions options;
-  EXPECT_EQ(ValidateScore(options).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ValidateScore(options, RequestLimits()).code(), absl::StatusCode::kInvalidArgument);
   options.text = "\xFF";
-  EXPECT_TRUE(absl::StartsWith(ValidateScore(options).message(), "text"));
+  EXPECT_TRUE(absl::StartsWith(ValidateScore(options, RequestLimits()).message(), "text"));
   options.text = "fine";
-  EXPECT_TRUE(ValidateScore(options).ok());
+  EXPECT_TRUE(ValidateScore(options, RequestLimits()).ok());
+}
+
+RequestLimits VocabOf(int vocab_size) {
+  RequestLimits limits;
+  limits.vocab_size = vocab_size;
+  return limits;
+}
+
+TEST(ValidationTest, ScoreTokenIds) {
+  const RequestLimits limits = VocabOf(10);
+  engine::ScoreOptions options;
+  options.token_ids = {1, 2, 9};
+  EXPECT_TRUE(ValidateScore(options, limits).ok());
+  options.text = "and text";  // both
+  EXPECT_EQ(ValidateScore(options, limits).code(), absl::StatusCode::kInvalidArgument);
+  options.text.clear();
+  options.token_ids = {1, 10, -1};
+  absl::Status s = ValidateScore(options, limits);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StartsWith(s.message(), "token_ids[1] = 10")) << s;
+  options.token_ids = {3};  // one-shot: the only id would be context only
+  s = ValidateScore(options, limits);
+  EXPECT_TRUE(absl::StartsWith(s.message(), "token_ids")) << s;
+  options.session_id = "s";  // a session may have a history to score it against
+  EXPECT_TRUE(ValidateScore(options, limits).ok());
+}
+
+TEST(ValidationTest, PromptTokenIds) {
+  const RequestLimits limits = VocabOf(10);
+  engine::GenerateOptions o;
+  o.prompt_token_ids = {0, 9};
+  EXPECT_TRUE(ValidateGenerate(o, limits).ok());
+  o.prompt = "x";
+  absl::Status s = ValidateGenerate(o, limits);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(s.message(), "prompt_token_ids")) << s;
+  o.prompt.clear();
+  o.prompt_token_ids = {0, 1, 2, 12};
+  s = ValidateGenerate(o, limits);
+  EXPECT_TRUE(absl::StartsWith(s.message(), "prompt_token_ids[3] = 12")) << s;
+  o.prompt_token_ids.clear();  // neither: only with a session
+  EXPECT_TRUE(absl::StartsWith(ValidateGenerate(o, limits).message(), "prompt"));
+  o.session_id = "s";
+  EXPECT_TRUE(ValidateGenerate(o, limits).ok());
+}
+
+TEST(ValidationTest, NewSamplingKnobsNameTheFieldAtFault) {
+  const RequestLimits limits = VocabOf(10);
+  auto expect_invalid = [&](engine::GenerateOptions o, const std::string& field) {
+    absl::Status s = ValidateGenerate(o, limits);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << field;
+    EXPECT_TRUE(absl::StartsWith(s.message(), field)) << s;
+  };
+  engine::GenerateOptions o = Valid();
+  o.sampling.min_p = 1.0f;
+  o.sampling.presence_penalty = -2.0f;
+  o.sampling.frequency_penalty = 2.0f;
+  o.sampling.logit_bias = {{0, -100.0f}, {9, 5.0f}};
+  o.stop_token_ids = {0, 9};
+  EXPECT_TRUE(ValidateGenerate(o, limits).ok());
+  for (float p : {-0.1f, 1.1f, NAN}) {
+    o = Valid();
+    o.sampling.min_p = p;
+    expect_invalid(o, "sampling.min_p");
+  }
+  for (float p : {-2.1f, 2.1f, NAN}) {
+    o = Valid();
+    o.sampling.presence_penalty = p;
+    expect_invalid(o, "sampling.presence_penalty");
+    o = Valid();
+    o.sampling.frequency_penalty = p;
+    expect_invalid(o, "sampling.frequency_penalty");
+  }
+  o = Valid();
+  o.sampling.logit_bias = {{3, 1.0f}, {10, 1.0f}};
+  expect_invalid(o, "sampling.logit_bias[10]");
+  o.sampling.logit_bias = {{-1, 1.0f}};
+  expect_invalid(o, "sampling.logit_bias[-1]");
+  o.sampling.logit_bias = {{3, INFINITY}};
+  expect_invalid(o, "sampling.logit_bias[3]");
+  o = Valid();
+  o.stop_token_ids = {4, 4, 11};
+  expect_invalid(o, "stop_token_ids[2] = 11");
 }
 
 }  // namespace
