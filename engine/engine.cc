@@ -13,6 +13,7 @@
 #include "engine/model/model.h"
 #include "engine/scheduler/datastore_info.h"
 #include "engine/scheduler/scheduler.h"
+#include "engine/tokenizer/decode_stream.h"
 #include "engine/tokenizer/utf8.h"
 #include "engine/util/status_macros.h"
 
@@ -46,13 +47,15 @@ ModelInfo MakeModelInfo(const model::Model& model, const std::string& path) {
   info.compression = model::CompressionName(c.compression);
   info.clamp_len = c.clamp_len;
   info.tokenizer = std::string(model.tokenizer().name());
-  info.dtype = "float32";  // every family's weights are read as float32 today
+  // The checkpoint's own dtype (config.json dtype / torch_dtype); mnemo's own models are
+  // written in float32.
+  info.dtype = c.decoder.architecture.empty() ? "float32" : c.decoder.dtype;
   info.weight_dtype = model::WeightDtypeName(model.weight_dtype());
   info.device = model.device().str();
-  // TODO(issue 21): the families report their attention window and sink tokens (sliding
-  // window models); until then the raw memory a query sees, and no sinks.
-  info.window = model.MemoryShapeFor({}).mem_len;
-  info.sink_tokens = 0;
+  // mnemo-xl: the raw positions a query sees behind itself (memory.mem_len). The Hugging Face
+  // families: the window, the query included (--window), and the sinks (--sink_tokens).
+  info.window = c.decoder.architecture.empty() ? c.mem_len : c.mem_len + 1;
+  info.sink_tokens = c.decoder.sink_tokens;
   return info;
 }
 
@@ -219,14 +222,14 @@ absl::StatusOr<TokenizeResult> Engine::Tokenize(const std::string& text,
     return absl::InvalidArgumentError("text is not valid UTF-8");
   }
   TokenizeResult result;
-  // The same rule as a text prompt on a fresh sequence (scheduler::PrimesWithBos).
-  if (add_special_tokens && tokenizer_->bos_id() >= 0) result.ids.push_back(tokenizer_->bos_id());
-  const std::vector<int> ids = tokenizer_->Encode(text);
-  result.ids.insert(result.ids.end(), ids.begin(), ids.end());
+  // With special tokens: as the tokenizer adds them (its BOS when it has one, the same rule
+  // as a text prompt on a fresh sequence, scheduler::PrimesWithBos).
+  result.ids = add_special_tokens ? tokenizer_->EncodeWithSpecials(text) : tokenizer_->Encode(text);
   // Each piece is the text its token completes ("" for the leading bytes of a multi-byte
-  // character), so the pieces are valid UTF-8 and concatenate to the text.
-  tokenizer::Utf8StreamDecoder decoder;
-  for (int id : result.ids) result.pieces.push_back(decoder.Feed(tokenizer_->TokenBytes(id)));
+  // character, and for specials), so the pieces are valid UTF-8 and concatenate to the text
+  // (the SentencePiece space a text's first token carries is dropped: DecodeStream).
+  tokenizer::DecodeStream decoder(*tokenizer_, /*starts_text=*/true);
+  for (int id : result.ids) result.pieces.push_back(decoder.Feed(id));
   return result;
 }
 
@@ -240,11 +243,12 @@ absl::StatusOr<std::string> Engine::Detokenize(absl::Span<const int> ids,
     }
   }
   const tokenizer::SpecialIds special = tokenizer_->special_ids();
-  tokenizer::Utf8StreamDecoder decoder;
+  // As the tokenizer's Decode (the ids start a text), valid UTF-8.
+  tokenizer::DecodeStream decoder(*tokenizer_, /*starts_text=*/true);
   std::string text;
   for (int id : ids) {
     if (!tokenizer_->IsSpecial(id)) {
-      text += decoder.Feed(tokenizer_->TokenBytes(id));
+      text += decoder.Feed(id);
       continue;
     }
     if (skip_special_tokens) continue;

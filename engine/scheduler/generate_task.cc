@@ -21,6 +21,7 @@ GenerateTask::GenerateTask(uint64_t id, engine::GenerateOptions options,
       stream_(std::move(stream)),
       submit_time_(submit_time),
       tokenizer_(tokenizer),
+      eos_ids_(tokenizer.eos_ids()),
       rng_(seed),
       stop_(options_.stop) {
   const bool from_ids = !options_.prompt_token_ids.empty();
@@ -43,7 +44,10 @@ GenerateTask::GenerateTask(uint64_t id, engine::GenerateOptions options,
   }
   // A request that does not stop at EOS must not see it either: an EOS in the middle of the
   // text would be a token with no bytes that the model was never trained to continue from.
-  if (!options_.stop_at_eos && tokenizer_.eos_id() >= 0) forbidden.push_back(tokenizer_.eos_id());
+  // (Every id that ends generation: generation_config.json may list several.)
+  if (!options_.stop_at_eos) {
+    for (int eos : eos_ids_) forbidden.push_back(eos);
+  }
   // ...unless the request lists it as a stop token: then it may be sampled, and ends the text.
   for (int id : forbidden) {
     if (!IsStopToken(id)) forbidden_.push_back(id);
@@ -132,7 +136,7 @@ bool GenerateTask::DecodeOne(StepContext& ctx) {
            absl::InternalError("the model gave no token a finite log-probability"), ctx.now);
     return true;
   }
-  if (sample.id == tokenizer_.eos_id()) {
+  if (IsEos(sample.id)) {
     stream_->PushText(decoder_.Flush());  // EOS is neither pushed as a token nor fed
     Finish(FinishReason::kEos, absl::OkStatus(), ctx.now);
     return true;
@@ -210,6 +214,10 @@ bool GenerateTask::OnDecoded(DecodeOutput out, absl::Time now) {
   RecordFeed(state(), std::move(out.logprobs), out.exit_layer, std::move(out.knn_lm_key));
   if (feed.last) Finish(feed.reason, absl::OkStatus(), now);
   return feed.last;
+}
+
+bool GenerateTask::IsEos(int id) const {
+  return std::find(eos_ids_.begin(), eos_ids_.end(), id) != eos_ids_.end();
 }
 
 bool GenerateTask::IsStopToken(int id) const {

@@ -56,6 +56,8 @@ class GenerateTask : public Task {
   void Finish(engine::FinishReason reason, absl::Status status, absl::Time now);
   // Whether sampling `id` ends the request (options_.stop_token_ids).
   bool IsStopToken(int id) const;
+  // Whether `id` is one of the tokenizer's end-of-sequence ids (eos_ids_).
+  bool IsEos(int id) const;
 
   const engine::GenerateOptions options_;
   const std::optional<KnnLmPlan> knn_lm_;
@@ -76,6 +78,8 @@ class GenerateTask : public Task {
 
   session::SequenceState one_shot_;  // used when session() is nullptr
   const tokenizer::Tokenizer& tokenizer_;
+  // Every id that ends a sequence (Tokenizer::eos_ids: generation_config.json may list several).
+  const std::vector<int> eos_ids_;
   std::vector<int> prompt_;  // options_.prompt_token_ids, or the ids of options_.prompt
   // Whether a fresh sequence gets BOS before the prompt (PrimesWithBos: text, and a BOS).
   bool prime_with_bos_ = true;

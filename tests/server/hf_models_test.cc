@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -35,6 +36,8 @@ const Fixture kFixtures[] = {
     {"qwen2", "Qwen2ForCausalLM", "bpe"},
     {"llama3", "LlamaForCausalLM", "bpe"},
 };
+
+void PrintTo(const Fixture& fixture, std::ostream* out) { *out << fixture.name; }
 
 std::string FixtureDir(const std::string& name) {
   const char* source = std::getenv("MNEMO_SOURCE_DIR");

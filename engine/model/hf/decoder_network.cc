@@ -375,13 +375,27 @@ int64_t DecoderNetwork::DecodeSinks(const memory::LayerMemory& m, int64_t t,
   if (visible == 0) return 0;
   // The query is rotated at t; a sink key stored at position j, rotated on by
   // shift = t - (K + mem_len) once all K sinks are out of the window, gives the distance
-  // K + mem_len - j the cache assigns (PrefillSinks).
+  // K + mem_len - j the cache assigns (PrefillSinks). Plain loops: a decode step does this per
+  // row and layer, where a handful of LibTorch ops would cost more than the attention.
   const int64_t shift = std::max<int64_t>(0, t - mem_len - K);
-  keys = m.k_sink()[0].to(torch::kFloat32);  // [Hkv, K, dh]
+  const torch::Tensor ring = m.k_sink()[0].to(torch::kCPU, torch::kFloat32).contiguous();
+  keys = shift == 0 ? ring : torch::empty_like(ring);  // [Hkv, K, dh]
   if (shift > 0) {
-    torch::Tensor cos, sin;
-    Rotary({shift}, cos, sin);
-    keys = Rotate(keys, cos.to(keys.device()), sin.to(keys.device()));
+    const int64_t half = d_head_ / 2, rows = ring.size(0) * ring.size(1);
+    std::vector<float> cos(half), sin(half);
+    for (int64_t j = 0; j < half; ++j) {
+      const double angle = static_cast<double>(shift) * inv_freq_[j];
+      cos[j] = static_cast<float>(std::cos(angle));
+      sin[j] = static_cast<float>(std::sin(angle));
+    }
+    const float* in = ring.data_ptr<float>();
+    float* out = keys.data_ptr<float>();
+    for (int64_t r = 0; r < rows; ++r, in += d_head_, out += d_head_) {
+      for (int64_t j = 0; j < half; ++j) {
+        out[j] = in[j] * cos[j] - in[j + half] * sin[j];
+        out[j + half] = in[j + half] * cos[j] + in[j] * sin[j];
+      }
+    }
   }
   return visible;
 }

@@ -29,7 +29,12 @@ TEST(FamilyRegistryTest, FindsTheNativeFamilyByItsArchitecture) {
   ASSERT_FALSE(RegisteredFamilies().empty());
   EXPECT_EQ(RegisteredFamilies().front(), family) << "the native family is listed first";
   EXPECT_NE(SupportedArchitectures().find("mnemo-xl"), std::string::npos);
-  EXPECT_EQ(FindFamily("LlamaForCausalLM"), nullptr);
+  for (const char* hf : {"LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM",
+                         "GPT2LMHeadModel"}) {
+    ASSERT_NE(FindFamily(hf), nullptr) << hf;
+    EXPECT_EQ(FindFamily(hf)->architecture(), hf);
+  }
+  EXPECT_EQ(FindFamily("FalconForCausalLM"), nullptr);
   EXPECT_EQ(FindFamily(""), nullptr);
 }
 
@@ -120,13 +125,14 @@ TEST_F(FamilyLoadTest, NativeDirectoryLoadsThroughItsFamilyUnchanged) {
 }
 
 TEST_F(FamilyLoadTest, UnknownArchitectureFailsToLoadNamingTheSupportedOnes) {
-  SetArchitecture("GPT2LMHeadModel");
+  SetArchitecture("FalconForCausalLM");
   absl::StatusOr<std::unique_ptr<Model>> loaded = Model::Load(dir_.string(), {});
   ASSERT_EQ(loaded.status().code(), absl::StatusCode::kInvalidArgument);
   const std::string message(loaded.status().message());
   EXPECT_NE(message.find((dir_ / "config.json").string()), std::string::npos) << message;
-  EXPECT_NE(message.find("GPT2LMHeadModel"), std::string::npos) << message;
+  EXPECT_NE(message.find("FalconForCausalLM"), std::string::npos) << message;
   EXPECT_NE(message.find("mnemo-xl"), std::string::npos) << message;
+  EXPECT_NE(message.find("LlamaForCausalLM"), std::string::npos) << message;
   EXPECT_EQ(LoadModelConfig(dir_.string()).status().code(), absl::StatusCode::kInvalidArgument);
 }
 

@@ -140,5 +140,26 @@ TEST(HfWindowTest, RefusesWhatCannotBeServed) {
   EXPECT_FALSE(Model::Load(FixtureDir("llama"), options).ok());  // sinks >= window
 }
 
+// GPT-2's positions are a learned table: a sequence ends at n_positions, with a clear error
+// from the prompt path and the decode step alike.
+TEST(HfWindowTest, LearnedPositionsEndTheSequence) {
+  auto model = Load("gpt2", 0, -1);
+  const int64_t limit = model->max_sequence();
+  ASSERT_EQ(limit, 512);
+  std::vector<int> ids = Ids(static_cast<int>(limit) - 1, model->config().vocab_size, 5);
+  memory::SessionMemory memory = model->NewMemory();
+  ASSERT_TRUE(model->Forward(ids, memory, Outputs::kLast).ok());
+  std::vector<int> two = {ids[0], ids[1]};
+  auto over = model->Forward(two, memory);
+  EXPECT_EQ(over.status().code(), absl::StatusCode::kOutOfRange) << over.status();
+  BatchDecoder decoder(*model);
+  DecodeRow row;
+  row.token = ids[0];
+  row.memory = &memory;
+  ASSERT_TRUE(decoder.Step({row}).ok());  // position 511, the last
+  auto past = decoder.Step({row});
+  EXPECT_EQ(past.status().code(), absl::StatusCode::kOutOfRange) << past.status();
+}
+
 }  // namespace
 }  // namespace mnemo::model
