@@ -161,5 +161,39 @@ TEST(HfWindowTest, LearnedPositionsEndTheSequence) {
   EXPECT_EQ(past.status().code(), absl::StatusCode::kOutOfRange) << past.status();
 }
 
+// CALM early exit through the shared final norm and head: a threshold above 1 never exits and
+// equals Forward; a threshold below every confidence (-2: cosines reach -1) exits every
+// position after the first layer; the batched
+// decoder's exits agree with the prompt path's.
+TEST(HfWindowTest, EarlyExitWorksThroughTheSharedHead) {
+  for (const char* name : {"gpt2", "qwen2"}) {
+    SCOPED_TRACE(name);
+    auto model = Load(name, 0, -1);
+    std::vector<int> ids = Ids(40, model->config().vocab_size, 7);
+    torch::Tensor full = LogProbs(*model, ids, ids.size());
+    for (ExitMeasure measure : {ExitMeasure::kSoftmaxResponse, ExitMeasure::kHiddenSaturation}) {
+      memory::SessionMemory never = model->NewMemory();
+      auto late = model->ForwardWithExit(ids, never, 2.0f, measure);
+      ASSERT_TRUE(late.ok()) << late.status();
+      EXPECT_LT((late->logprobs - full).abs().max().item<double>(), 1e-5);
+      for (int layer : late->exit_layers) EXPECT_EQ(layer, model->config().n_layers);
+      memory::SessionMemory always = model->NewMemory();
+      auto early = model->ForwardWithExit(ids, always, -2.0f, measure);
+      ASSERT_TRUE(early.ok()) << early.status();
+      for (int layer : early->exit_layers) EXPECT_EQ(layer, 1);
+      // Decoding the next token with the same threshold exits at the first layer too.
+      BatchDecoder decoder(*model);
+      DecodeRow row;
+      row.token = ids[0];
+      row.memory = &always;
+      row.exit_threshold = -2.0f;
+      row.exit_measure = measure;
+      auto step = decoder.Step({row});
+      ASSERT_TRUE(step.ok()) << step.status();
+      EXPECT_EQ(step->exit_layers[0], 1);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace mnemo::model
