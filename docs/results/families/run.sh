@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Speed of one Hugging Face checkpoint in one weight dtype through mnemo-server (issue 21,
+# Speed of one model (a Hugging Face checkpoint or a mnemo model) in one weight dtype through mnemo-server (issue 21,
 # docs/results/families.md). Starts the server on loopback, waits until it is SERVING, runs
 # mnemo-bench at 1 and at 16 concurrent streams, measures prefill, stops the server.
 #
@@ -7,11 +7,14 @@
 #   e.g. docs/results/families/run.sh /work/ckpt/gpt2-124m bfloat16 gpt2_bf16
 #
 # Writes to OUT_DIR (default: this script's folder):
-#   LABEL_c1.json, LABEL_c16.json   mnemo-bench JSON, decode throughput (64/64... see below)
+#   LABEL_c1.json, LABEL_c16.json   mnemo-bench JSON, decode at 1 / 16 streams (DURATION per
+#                                   level, PROMPT_BYTES prompts, NEW_TOKENS tokens, greedy)
 #   LABEL_prefill.json              mnemo-bench JSON, one stream, long prompts, max_new_tokens 1
 #   LABEL_summary.json              the numbers of the table, the load average before each
 #                                   phase, the server's CPU seconds and cores used over each
-#                                   phase, mnemo-bench's exit status (0 = no request failed)
+#                                   phase, the cores everything else used meanwhile
+#                                   (other_cores: contention; mnemo-bench is in it) and
+#                                   mnemo-bench's exit status (0 = no request failed)
 #   LABEL_server.log                the server's stderr
 #
 # Environment (defaults in brackets):
@@ -60,6 +63,11 @@ server_cpu_s() {
   awk -v hz="$(getconf CLK_TCK)" '{ print ($14 + $15) / hz }' "/proc/$1/stat"
 }
 
+# CPU seconds all processes spent busy (user, nice, system, irq, softirq, steal), /proc/stat.
+busy_cpu_s() {
+  awk -v hz="$(getconf CLK_TCK)" '$1 == "cpu" { print ($2 + $3 + $4 + $7 + $8 + $9) / hz }' /proc/stat
+}
+
 # shellcheck disable=SC2086  # SERVER_FLAGS is split on purpose
 "$server_bin" --model "$ckpt" --weight_dtype "$dtype" --threads "$threads" \
   --listen "127.0.0.1:$port" --metrics_listen "127.0.0.1:$metrics_port" $server_flags \
@@ -84,14 +92,16 @@ echo "rss_after_load_mib $rss_mib" >>"$meta"
 bench() {  # PHASE, then mnemo-bench flags
   local phase="$1"; shift
   echo "load_$phase $(cut -d' ' -f1-3 /proc/loadavg | tr ' ' ,)" >>"$meta"
-  local cpu0 t0 rc=0
+  local cpu0 busy0 t0 rc=0
   cpu0=$(server_cpu_s "$server")
+  busy0=$(busy_cpu_s)
   t0=$(date +%s.%N)
   "$bench_bin" --target "127.0.0.1:$port" --temperature 0 --progress=false \
     --json "$out/${label}_${phase}.json" "$@" || rc=$?
   echo "bench_rc_$phase $rc" >>"$meta"
   echo "wall_s_$phase $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { print b - a }')" >>"$meta"
   echo "server_cpu_s_$phase $(awk -v a="$cpu0" -v b="$(server_cpu_s "$server")" 'BEGIN { print b - a }')" >>"$meta"
+  echo "busy_cpu_s_$phase $(awk -v a="$busy0" -v b="$(busy_cpu_s)" 'BEGIN { print b - a }')" >>"$meta"
 }
 
 for phase in $phases; do
@@ -133,7 +143,10 @@ for phase in phases.split():
              "ttft_mean_s": level["ttft_s"].get("mean"),
              "itl_p50_s": level["itl_s"].get("p50"),
              # server CPU over the whole bench call (warmup included) / its wall time
-             "server_cores": meta[f"server_cpu_s_{phase}"] / meta[f"wall_s_{phase}"]}
+             "server_cores": meta[f"server_cpu_s_{phase}"] / meta[f"wall_s_{phase}"],
+             # everything else on the machine over the same time (mnemo-bench included)
+             "other_cores": (meta[f"busy_cpu_s_{phase}"] - meta[f"server_cpu_s_{phase}"])
+                            / meta[f"wall_s_{phase}"]}
     if phase == "prefill" and ok:
         entry["prefill_tokens_per_s"] = entry["prompt_tokens_per_request"] / entry["ttft_mean_s"]
     summary[phase] = entry
