@@ -400,6 +400,16 @@ int64_t DecoderNetwork::DecodeSinks(const memory::LayerMemory& m, int64_t t,
   return visible;
 }
 
+void DecoderNetwork::SegmentRotary(int64_t start, int64_t length, const torch::Device& device,
+                                   torch::Tensor& cos, torch::Tensor& sin) const {
+  if (inv_freq_.empty()) return;
+  std::vector<int64_t> positions(length);
+  for (int64_t i = 0; i < length; ++i) positions[i] = start + i;
+  Rotary(positions, cos, sin);
+  cos = cos.to(device);
+  sin = sin.to(device);
+}
+
 torch::Tensor DecoderNetwork::ForwardSegment(const torch::Tensor& tokens,
                                              memory::SessionMemory& memory,
                                              torch::Tensor* knn_lm_keys) {
@@ -407,13 +417,7 @@ torch::Tensor DecoderNetwork::ForwardSegment(const torch::Tensor& tokens,
   torch::Tensor h = EmbedSegment(tokens, start);
   memory::SegmentWrite write = memory.BeginWrite(S);  // abandoned if a layer throws
   torch::Tensor cos, sin;
-  if (!inv_freq_.empty()) {
-    std::vector<int64_t> positions(S);
-    for (int64_t i = 0; i < S; ++i) positions[i] = start + i;
-    Rotary(positions, cos, sin);
-    cos = cos.to(h.device());
-    sin = sin.to(h.device());
-  }
+  SegmentRotary(start, S, h.device(), cos, sin);
   for (int i = 0; i < num_layers(); ++i) {
     torch::Tensor* keys = i + 1 == num_layers() ? knn_lm_keys : nullptr;
     h = LayerForward(i, h, write.layer(i), cos, sin, keys);
@@ -431,13 +435,7 @@ torch::Tensor DecoderNetwork::ForwardSegmentWithExit(const torch::Tensor& tokens
   torch::Tensor h = EmbedSegment(tokens, start);
   memory::SegmentWrite write = memory.BeginWrite(S);
   torch::Tensor cos, sin;
-  if (!inv_freq_.empty()) {
-    std::vector<int64_t> positions(S);
-    for (int64_t i = 0; i < S; ++i) positions[i] = start + i;
-    Rotary(positions, cos, sin);
-    cos = cos.to(h.device());
-    sin = sin.to(h.device());
-  }
+  SegmentRotary(start, S, h.device(), cos, sin);
   const int layers = num_layers();
   torch::Tensor exited = torch::zeros(tokens.sizes(), tokens.options().dtype(torch::kBool));
   torch::Tensor layer_of =

@@ -104,6 +104,9 @@ class DecoderNetwork : public Network {
 
   // cos and sin of the rotary angles at `positions` ([n] int64, CPU): [n, dh / 2] each.
   void Rotary(const std::vector<int64_t>& positions, torch::Tensor& cos, torch::Tensor& sin) const;
+  // Rotary(start..start + length - 1) on `device`; both left undefined without RoPE.
+  void SegmentRotary(int64_t start, int64_t length, const torch::Device& device,
+                     torch::Tensor& cos, torch::Tensor& sin) const;
   // x [..., n, dh] rotated by cos/sin [n, dh/2] (broadcast over the leading dimensions).
   static torch::Tensor Rotate(const torch::Tensor& x, const torch::Tensor& cos,
                               const torch::Tensor& sin);
