@@ -25,6 +25,8 @@
 
 #include <map>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "engine/model/model_config.h"
@@ -68,6 +70,9 @@ TORCH_MODULE(ExitClassifier);
 // Identifies a network's weights: FNV-1a 64 over every parameter's name and float32 values,
 // in named_parameters order; 16 lowercase hex digits. Cheap next to loading them.
 std::string WeightsChecksum(const TransformerImpl& net);
+// The same over any family's weights: FNV-1a over each name's bytes and its values as float32.
+std::string WeightsChecksum(
+    const std::vector<std::pair<std::string, torch::Tensor>>& named_weights);
 
 // Writes `classifier` to `path` (float32, atomically) with `weights_checksum` (of the model it
 // was trained for) and `metadata` (strings, e.g. how it was trained) in the header.

@@ -19,6 +19,8 @@
 // host kernel (host_attention.h, grouped heads, over each row's visible slots in place) on the
 // CPU, or the reference row by row (ReferenceAttend) elsewhere.
 //
+// The weights half (Load, Random, the parameter list, PrepareForServing) is decoder_weights.cc.
+//
 // Thread-safety: as any Network (family.h): weights read-only once prepared.
 #ifndef MNEMO_ENGINE_MODEL_HF_DECODER_NETWORK_H_
 #define MNEMO_ENGINE_MODEL_HF_DECODER_NETWORK_H_

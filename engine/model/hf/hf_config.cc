@@ -6,6 +6,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "engine/util/status_macros.h"
 
 namespace mnemo::model::hf {
 namespace {
@@ -38,13 +39,6 @@ absl::StatusOr<int> Positive(const json& j, const std::string& key) {
   return it->get<int>();
 }
 
-#define MNEMO_HF_ASSIGN(lhs, expr)         \
-  do {                                     \
-    auto value_or = (expr);                \
-    if (!value_or.ok()) return value_or.status(); \
-    lhs = *std::move(value_or);            \
-  } while (false)
-
 // RoPE: transformers 4.x (rope_theta, rope_scaling at the top level) or 5.x (rope_parameters).
 absl::Status ReadRope(const json& j, DecoderConfig& d) {
   const json* params = nullptr;
@@ -56,28 +50,28 @@ absl::Status ReadRope(const json& j, DecoderConfig& d) {
     params = &*it2;
     where = "rope_scaling";
   }
-  MNEMO_HF_ASSIGN(d.rope_theta, Get<double>(j, "rope_theta", 10000.0));
+  MNEMO_ASSIGN_OR_RETURN(d.rope_theta, Get<double>(j, "rope_theta", 10000.0));
   if (params != nullptr && !params->is_object()) {
     return Bad(absl::StrCat("field '", where, "' must be an object"));
   }
   std::string type = "default";
   if (params != nullptr) {
-    MNEMO_HF_ASSIGN(d.rope_theta, Get<double>(*params, "rope_theta", d.rope_theta));
+    MNEMO_ASSIGN_OR_RETURN(d.rope_theta, Get<double>(*params, "rope_theta", d.rope_theta));
     std::string legacy;
-    MNEMO_HF_ASSIGN(legacy, Get<std::string>(*params, "type", std::string("default")));
-    MNEMO_HF_ASSIGN(type, Get<std::string>(*params, "rope_type", legacy));
+    MNEMO_ASSIGN_OR_RETURN(legacy, Get<std::string>(*params, "type", std::string("default")));
+    MNEMO_ASSIGN_OR_RETURN(type, Get<std::string>(*params, "rope_type", legacy));
   }
   if (!(d.rope_theta > 0)) return Bad("rope_theta must be > 0");
   if (type == "default") {
     d.rope_scaling = RopeScaling::kNone;
   } else if (type == "linear" || type == "llama3") {
     d.rope_scaling = type == "linear" ? RopeScaling::kLinear : RopeScaling::kLlama3;
-    MNEMO_HF_ASSIGN(d.rope_factor, Get<double>(*params, "factor", 0.0));
+    MNEMO_ASSIGN_OR_RETURN(d.rope_factor, Get<double>(*params, "factor", 0.0));
     if (!(d.rope_factor > 0)) return Bad(absl::StrCat(where, ".factor must be > 0"));
     if (d.rope_scaling == RopeScaling::kLlama3) {
-      MNEMO_HF_ASSIGN(d.rope_low_freq_factor, Get<double>(*params, "low_freq_factor", 1.0));
-      MNEMO_HF_ASSIGN(d.rope_high_freq_factor, Get<double>(*params, "high_freq_factor", 4.0));
-      MNEMO_HF_ASSIGN(d.rope_original_max_positions,
+      MNEMO_ASSIGN_OR_RETURN(d.rope_low_freq_factor, Get<double>(*params, "low_freq_factor", 1.0));
+      MNEMO_ASSIGN_OR_RETURN(d.rope_high_freq_factor, Get<double>(*params, "high_freq_factor", 4.0));
+      MNEMO_ASSIGN_OR_RETURN(d.rope_original_max_positions,
                       Get<int>(*params, "original_max_position_embeddings", 0));
       if (d.rope_original_max_positions <= 0) {
         return Bad(absl::StrCat(where, ".original_max_position_embeddings must be > 0"));
@@ -91,27 +85,29 @@ absl::Status ReadRope(const json& j, DecoderConfig& d) {
                             "' is not supported; supported: default, linear, llama3"));
   }
   double partial = 1.0;
-  MNEMO_HF_ASSIGN(partial, Get<double>(j, "partial_rotary_factor", 1.0));
-  if (params != nullptr) MNEMO_HF_ASSIGN(partial, Get<double>(*params, "partial_rotary_factor", partial));
+  MNEMO_ASSIGN_OR_RETURN(partial, Get<double>(j, "partial_rotary_factor", 1.0));
+  if (params != nullptr) {
+    MNEMO_ASSIGN_OR_RETURN(partial, Get<double>(*params, "partial_rotary_factor", partial));
+  }
   if (partial != 1.0) return Bad("partial_rotary_factor other than 1 is not supported");
   return absl::OkStatus();
 }
 
 absl::Status ReadDtype(const json& j, DecoderConfig& d) {
   std::string legacy;
-  MNEMO_HF_ASSIGN(legacy, Get<std::string>(j, "torch_dtype", std::string("float32")));
-  MNEMO_HF_ASSIGN(d.dtype, Get<std::string>(j, "dtype", legacy));
+  MNEMO_ASSIGN_OR_RETURN(legacy, Get<std::string>(j, "torch_dtype", std::string("float32")));
+  MNEMO_ASSIGN_OR_RETURN(d.dtype, Get<std::string>(j, "dtype", legacy));
   return absl::OkStatus();
 }
 
 // Llama, Mistral, Qwen2: RMSNorm, SwiGLU, RoPE, grouped-query attention.
 absl::Status ReadLlamaLike(const json& j, std::string_view architecture, ModelConfig& c) {
   DecoderConfig& d = c.decoder;
-  MNEMO_HF_ASSIGN(c.d_model, Positive(j, "hidden_size"));
-  MNEMO_HF_ASSIGN(c.n_layers, Positive(j, "num_hidden_layers"));
-  MNEMO_HF_ASSIGN(c.n_heads, Positive(j, "num_attention_heads"));
-  MNEMO_HF_ASSIGN(c.d_ff, Positive(j, "intermediate_size"));
-  MNEMO_HF_ASSIGN(d.n_kv_heads, Get<int>(j, "num_key_value_heads", c.n_heads));
+  MNEMO_ASSIGN_OR_RETURN(c.d_model, Positive(j, "hidden_size"));
+  MNEMO_ASSIGN_OR_RETURN(c.n_layers, Positive(j, "num_hidden_layers"));
+  MNEMO_ASSIGN_OR_RETURN(c.n_heads, Positive(j, "num_attention_heads"));
+  MNEMO_ASSIGN_OR_RETURN(c.d_ff, Positive(j, "intermediate_size"));
+  MNEMO_ASSIGN_OR_RETURN(d.n_kv_heads, Get<int>(j, "num_key_value_heads", c.n_heads));
   if (d.n_kv_heads <= 0 || c.n_heads % d.n_kv_heads != 0) {
     return Bad(absl::StrCat("num_key_value_heads (", d.n_kv_heads,
                             ") must divide num_attention_heads (", c.n_heads, ")"));
@@ -119,34 +115,34 @@ absl::Status ReadLlamaLike(const json& j, std::string_view architecture, ModelCo
   if (c.d_model % c.n_heads != 0 && j.find("head_dim") == j.end()) {
     return Bad("hidden_size must be a multiple of num_attention_heads when head_dim is absent");
   }
-  MNEMO_HF_ASSIGN(c.d_head, Get<int>(j, "head_dim", c.d_model / c.n_heads));
+  MNEMO_ASSIGN_OR_RETURN(c.d_head, Get<int>(j, "head_dim", c.d_model / c.n_heads));
   if (c.d_head <= 0 || c.d_head % 2 != 0) return Bad("head_dim must be a positive even number");
   double eps = 1e-6;
-  MNEMO_HF_ASSIGN(eps, Get<double>(j, "rms_norm_eps", 1e-6));
+  MNEMO_ASSIGN_OR_RETURN(eps, Get<double>(j, "rms_norm_eps", 1e-6));
   d.norm_eps = static_cast<float>(eps);
   std::string act;
-  MNEMO_HF_ASSIGN(act, Get<std::string>(j, "hidden_act", std::string("silu")));
+  MNEMO_ASSIGN_OR_RETURN(act, Get<std::string>(j, "hidden_act", std::string("silu")));
   if (act != "silu") {
     return Bad(absl::StrCat("hidden_act '", act, "' is not supported for ", std::string(architecture),
                             "; supported: silu"));
   }
-  MNEMO_HF_ASSIGN(d.max_positions, Positive(j, "max_position_embeddings"));
-  MNEMO_HF_ASSIGN(d.tied_head, Get<bool>(j, "tie_word_embeddings", false));
+  MNEMO_ASSIGN_OR_RETURN(d.max_positions, Positive(j, "max_position_embeddings"));
+  MNEMO_ASSIGN_OR_RETURN(d.tied_head, Get<bool>(j, "tie_word_embeddings", false));
   if (architecture == "LlamaForCausalLM") {
     bool attention_bias = false;
-    MNEMO_HF_ASSIGN(attention_bias, Get<bool>(j, "attention_bias", false));
+    MNEMO_ASSIGN_OR_RETURN(attention_bias, Get<bool>(j, "attention_bias", false));
     d.qkv_bias = d.out_bias = attention_bias;
-    MNEMO_HF_ASSIGN(d.mlp_bias, Get<bool>(j, "mlp_bias", false));
+    MNEMO_ASSIGN_OR_RETURN(d.mlp_bias, Get<bool>(j, "mlp_bias", false));
   } else if (architecture == "Qwen2ForCausalLM") {
     d.qkv_bias = true;
     bool sliding = false;
-    MNEMO_HF_ASSIGN(sliding, Get<bool>(j, "use_sliding_window", false));
+    MNEMO_ASSIGN_OR_RETURN(sliding, Get<bool>(j, "use_sliding_window", false));
     if (sliding) {
       return Bad("use_sliding_window true (sliding attention on some layers) is not supported "
                  "for Qwen2ForCausalLM");
     }
   } else if (architecture == "MistralForCausalLM") {
-    MNEMO_HF_ASSIGN(d.sliding_window, Get<int>(j, "sliding_window", 0));
+    MNEMO_ASSIGN_OR_RETURN(d.sliding_window, Get<int>(j, "sliding_window", 0));
     if (d.sliding_window < 0) return Bad("sliding_window must be >= 0 or null");
   }
   return ReadRope(j, d);
@@ -158,29 +154,29 @@ absl::Status ReadGpt2(const json& j, ModelConfig& c) {
   d.layer_norm = d.gelu_mlp = true;
   d.qkv_bias = d.out_bias = d.mlp_bias = true;
   d.tied_head = true;
-  MNEMO_HF_ASSIGN(c.d_model, Positive(j, "n_embd"));
-  MNEMO_HF_ASSIGN(c.n_layers, Positive(j, "n_layer"));
-  MNEMO_HF_ASSIGN(c.n_heads, Positive(j, "n_head"));
+  MNEMO_ASSIGN_OR_RETURN(c.d_model, Positive(j, "n_embd"));
+  MNEMO_ASSIGN_OR_RETURN(c.n_layers, Positive(j, "n_layer"));
+  MNEMO_ASSIGN_OR_RETURN(c.n_heads, Positive(j, "n_head"));
   if (c.d_model % c.n_heads != 0) return Bad("n_embd must be a multiple of n_head");
   c.d_head = c.d_model / c.n_heads;
   d.n_kv_heads = c.n_heads;
-  MNEMO_HF_ASSIGN(c.d_ff, Get<int>(j, "n_inner", 4 * c.d_model));
+  MNEMO_ASSIGN_OR_RETURN(c.d_ff, Get<int>(j, "n_inner", 4 * c.d_model));
   if (c.d_ff <= 0) return Bad("n_inner must be > 0");
-  MNEMO_HF_ASSIGN(d.max_positions, Positive(j, "n_positions"));
+  MNEMO_ASSIGN_OR_RETURN(d.max_positions, Positive(j, "n_positions"));
   double eps = 1e-5;
-  MNEMO_HF_ASSIGN(eps, Get<double>(j, "layer_norm_epsilon", 1e-5));
+  MNEMO_ASSIGN_OR_RETURN(eps, Get<double>(j, "layer_norm_epsilon", 1e-5));
   d.norm_eps = static_cast<float>(eps);
   std::string act;
-  MNEMO_HF_ASSIGN(act, Get<std::string>(j, "activation_function", std::string("gelu_new")));
+  MNEMO_ASSIGN_OR_RETURN(act, Get<std::string>(j, "activation_function", std::string("gelu_new")));
   if (act != "gelu_new" && act != "gelu_pytorch_tanh") {
     return Bad(absl::StrCat("activation_function '", act,
                             "' is not supported for GPT2LMHeadModel; supported: gelu_new, "
                             "gelu_pytorch_tanh"));
   }
   bool flag = true;
-  MNEMO_HF_ASSIGN(flag, Get<bool>(j, "scale_attn_weights", true));
+  MNEMO_ASSIGN_OR_RETURN(flag, Get<bool>(j, "scale_attn_weights", true));
   if (!flag) return Bad("scale_attn_weights false is not supported");
-  MNEMO_HF_ASSIGN(flag, Get<bool>(j, "scale_attn_by_inverse_layer_idx", false));
+  MNEMO_ASSIGN_OR_RETURN(flag, Get<bool>(j, "scale_attn_by_inverse_layer_idx", false));
   if (flag) return Bad("scale_attn_by_inverse_layer_idx true is not supported");
   return absl::OkStatus();
 }
@@ -198,8 +194,8 @@ absl::StatusOr<ModelConfig> ParseHfConfig(const std::string& json_text,
   if (!j.is_object()) return Bad("must hold a JSON object");
   ModelConfig c;
   c.decoder.architecture = std::string(architecture);
-  MNEMO_HF_ASSIGN(c.name, Get<std::string>(j, "model_type", std::string(architecture)));
-  MNEMO_HF_ASSIGN(c.vocab_size, Positive(j, "vocab_size"));
+  MNEMO_ASSIGN_OR_RETURN(c.name, Get<std::string>(j, "model_type", std::string(architecture)));
+  MNEMO_ASSIGN_OR_RETURN(c.vocab_size, Positive(j, "vocab_size"));
   if (absl::Status s = ReadDtype(j, c.decoder); !s.ok()) return s;
   if (architecture == "GPT2LMHeadModel") {
     if (absl::Status s = ReadGpt2(j, c); !s.ok()) return s;
