@@ -56,6 +56,8 @@ ABSL_FLAG(int, eval_files, 8, "validation files per run");
 ABSL_FLAG(int64_t, eval_bytes, 32768, "bytes scored per validation file");
 ABSL_FLAG(int, checkpoint_every, 500, "steps between checkpoints");
 ABSL_FLAG(bool, resume, false, "continue from OUT/checkpoint if present");
+ABSL_FLAG(std::string, init_from, "",
+          "start from this model directory's weights (same shape flags; fine-tuning)");
 ABSL_FLAG(bool, bf16, true, "store the final weights in bfloat16");
 ABSL_FLAG(uint64_t, seed, 1, "random seed (initialisation and data order)");
 
@@ -178,6 +180,7 @@ int main(int argc, char** argv) {
   o.eval_bytes = absl::GetFlag(FLAGS_eval_bytes);
   o.checkpoint_every = absl::GetFlag(FLAGS_checkpoint_every);
   o.resume = absl::GetFlag(FLAGS_resume);
+  o.init_from = absl::GetFlag(FLAGS_init_from);
   o.save_bf16 = absl::GetFlag(FLAGS_bf16);
   o.seed = absl::GetFlag(FLAGS_seed);
   if (absl::Status s = mnemo::training::Train(o); !s.ok()) {

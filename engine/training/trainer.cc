@@ -50,10 +50,14 @@ void ClipGradients(const std::vector<torch::Tensor>& parameters, double max_norm
   }
 }
 
-double LearningRate(const TrainerOptions& o, int step) {
+// Linear warm-up, then cosine decay to lr * min_lr_ratio. A run bounded by --max_minutes decays
+// over whichever ends first, its steps or its minutes (`minutes` = training time so far), so a
+// time-bounded run still ends at the low rate.
+double LearningRate(const TrainerOptions& o, int step, double minutes) {
   if (step < o.warmup_steps) return o.lr * (step + 1) / o.warmup_steps;
-  const double progress =
+  double progress =
       std::min(1.0, static_cast<double>(step - o.warmup_steps) / std::max(1, o.steps - o.warmup_steps));
+  if (o.max_minutes > 0) progress = std::max(progress, std::min(1.0, minutes / o.max_minutes));
   return o.lr * (o.min_lr_ratio + (1 - o.min_lr_ratio) * 0.5 * (1 + std::cos(M_PI * progress)));
 }
 
@@ -149,6 +153,7 @@ absl::Status WriteCard(const TrainerOptions& o, const corpus::Corpus& corpus, co
                {"lr", o.lr},
                {"calm", o.calm},
                {"seed", o.seed},
+               {"init_from", o.init_from},
                {"threads", at::get_num_threads()},
                {"device", o.device},
                {"validation", history}};
@@ -183,6 +188,11 @@ absl::Status TrainImpl(const TrainerOptions& o) {
 
   model::Transformer net(o.model);
   net->InitializeWeights(o.seed);
+  const bool resuming = o.resume && fs::exists(fs::path(o.out_dir) / "checkpoint" / "state.json");
+  if (!o.init_from.empty() && !resuming) {
+    MNEMO_RETURN_IF_ERROR(model::LoadWeights(o.init_from, *net));
+    std::fprintf(stderr, "starting from the weights of %s\n", o.init_from.c_str());
+  }
   net->to(device);
   net->train();
   int64_t parameters = 0;
@@ -200,7 +210,7 @@ absl::Status TrainImpl(const TrainerOptions& o) {
 
   const fs::path out(o.out_dir), checkpoint = out / "checkpoint";
   TrainingState state;
-  if (o.resume && fs::exists(checkpoint / "state.json")) {
+  if (resuming) {
     MNEMO_RETURN_IF_ERROR(LoadCheckpoint(checkpoint, *net, optimizer, state));
     std::fprintf(stderr, "resumed from %s at step %d (%lld tokens)\n", checkpoint.c_str(), state.step,
                  static_cast<long long>(state.tokens));
@@ -233,7 +243,7 @@ absl::Status TrainImpl(const TrainerOptions& o) {
     MNEMO_ASSIGN_OR_RETURN(Batch batch, batcher.Next());
     for (int row : batch.new_document) memory.ResetRow(row);
     for (auto& group : optimizer.param_groups()) {
-      static_cast<torch::optim::AdamWOptions&>(group.options()).lr(LearningRate(o, state.step));
+      static_cast<torch::optim::AdamWOptions&>(group.options()).lr(LearningRate(o, state.step, minutes));
     }
     std::vector<torch::Tensor> layers;
     torch::Tensor inputs = batch.inputs.to(device), targets = batch.targets.to(device);

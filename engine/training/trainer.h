@@ -40,6 +40,7 @@ struct TrainerOptions {
   int64_t eval_bytes = 32768;  // bytes scored per validation file
   int checkpoint_every = 500;
   bool resume = false;
+  std::string init_from;       // a model directory of the same shape to start from (fine-tuning)
   bool save_bf16 = true;       // final weights in bfloat16 (half the size)
   uint64_t seed = 1;
   std::string command_line;    // recorded in the training card
