@@ -76,6 +76,11 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& confi
     return absl::InvalidArgumentError(
         "engine limits must be positive, with default_max_new_tokens <= max_new_tokens_cap");
   }
+  if (config.remember_capacity <= 0 || config.remember_capacity > config.max_remember_capacity) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "recall sizes must satisfy 0 < remember_capacity (", config.remember_capacity,
+        ") <= max_remember_capacity (", config.max_remember_capacity, ")"));
+  }
   if (config.knn_capacity <= 0 || config.knn_capacity > config.max_knn_capacity ||
       config.max_knn_capacity > (int64_t{1} << 30) || config.knn_exact_threshold <= 0) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -132,6 +137,8 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& confi
   sc.sessions.ttl = config.session_ttl;
   sc.sessions.max_memory_bytes = config.max_memory_bytes;
   sc.sessions.max_knn_capacity = config.max_knn_capacity;
+  sc.sessions.max_remember_capacity = config.max_remember_capacity;
+  sc.remember_capacity = config.remember_capacity;
   sc.knn.default_capacity = config.knn_capacity;
   sc.knn.exact_threshold = config.knn_exact_threshold;
   sc.half_rings = half_rings;

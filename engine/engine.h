@@ -65,6 +65,11 @@ struct EngineConfig {
   int64_t knn_capacity = 65536;
   int64_t max_knn_capacity = int64_t{1} << 20;
   int64_t knn_exact_threshold = 16384;
+  // Recall history (docs/recall.md), tokens: the size of sessions created with remember that
+  // ask for 0 (and of one-shot requests with recall on), and the largest a CreateSession may
+  // ask for.
+  int64_t remember_capacity = int64_t{1} << 20;
+  int64_t max_remember_capacity = int64_t{1} << 24;
   // Element type of the sessions' attention memory (raw and compressed keys/values): "float32"
   // (the model's) or "float16" (half the bytes per session and of what decode attention reads;
   // CPU only; docs/results/kv_dtype.md).

@@ -36,6 +36,18 @@ struct KnnLmOptions {
   std::optional<float> temperature;   // > 0, in squared-L2 units of the keys
 };
 
+// Recall from the sequence's own history (docs/recall.md): the continuation of the longest
+// earlier context that matches the current one, mixed into each next-token distribution with a
+// λ that grows with the matched length. Unset fields take the defaults (RecallOptions in
+// engine/datastore/history_index.h).
+struct RecallRequest {
+  // Unset = on for a session created with remember, off otherwise. On for a one-shot request:
+  // the request's own prompt (or text) is remembered as it is read.
+  std::optional<bool> enabled;
+  std::optional<float> max_lambda;     // in [0, 1]
+  std::optional<int> min_match_bytes;  // >= 1
+};
+
 // CALM early exit (docs/design.md §5): each generated token leaves the network at the first layer
 // whose confidence (by `measure`) reaches λ_t, the request's threshold relaxed along the
 // output. Validation resolves both unset fields (the scheduler's ValidateGenerate).
@@ -63,6 +75,7 @@ struct GenerateOptions {
   bool stop_at_eos = true;
   std::optional<KnnLmOptions> knn_lm;
   EarlyExitOptions early_exit;
+  RecallRequest recall;
 };
 
 struct TokenAlternative {
@@ -107,6 +120,7 @@ struct ScoreOptions {
   bool update_memory = false;
   bool token_logprobs = false;
   std::optional<KnnLmOptions> knn_lm;
+  RecallRequest recall;
 };
 
 struct ScoreResult {
@@ -125,12 +139,16 @@ struct TokenizeResult {
 struct CreateSessionOptions {
   std::string session_id;    // empty = generated
   int64_t knn_capacity = 0;  // kNN entries per head; 0 = the server default; <= the server cap
+  // Remember every token read or generated, for recall (docs/recall.md).
+  bool remember = false;
+  int64_t remember_capacity = 0;  // tokens kept; 0 = the server default; <= the server cap
 };
 
 struct MemoryInfo {
   int64_t xl_tokens = 0;
   int64_t compressed_slots = 0;
   int64_t knn_entries = 0;
+  int64_t remembered_tokens = 0;  // recall history (0 unless created with remember)
   int64_t bytes = 0;
 };
 

@@ -108,20 +108,26 @@ def line_starts(text):
     return starts
 
 
-def insert_all(text, rng):
-    """Returns text with facts and span repeats inserted at line starts."""
+def random_line(rng):
+    """A line no model can predict: only a copy of it can be."""
+    body = "".join(rng.choice(ALNUM + string.ascii_lowercase) for _ in range(rng.randint(12, 40)))
+    return rng.choice(["# id: ", "token = '", "", "ref ", "checksum: "]) + body + "\n"
+
+
+def insert_all(text, rng, fact_every=1500, span_every=3000, random_every=0):
+    """Returns text with facts, span repeats and repeated random lines inserted at line starts."""
     starts = line_starts(text)
     if len(starts) < 16:
         return text
     inserts = []  # (position in the original text, order, string)
     n = len(text)
-    # Facts: one definition every ~1.5 KB of text.
-    for _ in range(max(1, n // 1500)):
+    # Facts: one definition every `fact_every` bytes of text.
+    for _ in range(max(1, n // fact_every)):
         key = name(rng)
         val = value(rng)
         prefix, suffix, lead = template(rng, key)
         at = rng.choice(starts)
-        distance = int(math.exp(rng.uniform(math.log(64), math.log(65536))))
+        distance = int(math.exp(rng.uniform(math.log(32), math.log(65536))))
         recall_at = at + distance
         if recall_at >= n:
             continue
@@ -131,8 +137,18 @@ def insert_all(text, rng):
         inserts.append((at, 0, f"{prefix}{val}{suffix}\n"))
         tail = suffix if rng.random() < 0.5 else ""
         inserts.append((recall_line, 1, f"{lead}{prefix}{val}{tail}\n"))
-    # Span repeats: one every ~3 KB of text.
-    for _ in range(n // 3000):
+    # Random lines, repeated verbatim 32 bytes to 32 KB later.
+    for _ in range(n // random_every if random_every else 0):
+        line = random_line(rng)
+        at = rng.choice(starts)
+        distance = int(math.exp(rng.uniform(math.log(32), math.log(32768))))
+        dst = next_start(starts, at + distance)
+        if dst is None:
+            continue
+        inserts.append((at, 0, line))
+        inserts.append((dst, 1, line))
+    # Span repeats: one every `span_every` bytes of text.
+    for _ in range(n // span_every):
         src = rng.choice(starts)
         length = rng.randint(24, 160)
         span = text[src:src + length]
@@ -208,6 +224,10 @@ def main():
     parser.add_argument("--root", default=ROOT)
     parser.add_argument("--variants", type=int, default=3)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--fact_every", type=int, default=1500, help="bytes of text per fact")
+    parser.add_argument("--span_every", type=int, default=3000, help="bytes per span repeat")
+    parser.add_argument("--random_every", type=int, default=0,
+                        help="bytes per repeated random line (0 = none)")
     args = parser.parse_args()
     repo_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     excluded = held_out(repo_root)
@@ -217,7 +237,7 @@ def main():
         folder = os.path.join(args.out, f"v{variant}")
         os.makedirs(folder, exist_ok=True)
         for doc_name, text in documents(args.root, excluded, rng):
-            text = insert_all(text, rng)
+            text = insert_all(text, rng, args.fact_every, args.span_every, args.random_every)
             with open(os.path.join(folder, doc_name + ".txt"), "w", encoding="utf-8") as f:
                 f.write(text)
             total += len(text)

@@ -55,6 +55,11 @@ ABSL_FLAG(int64_t, knn_capacity, 65536,
           "requests.");
 ABSL_FLAG(int64_t, max_knn_capacity, int64_t{1} << 20,
           "Largest knn_capacity a CreateSession may ask for (INVALID_ARGUMENT above).");
+ABSL_FLAG(int64_t, remember_capacity, int64_t{1} << 20,
+          "Recall history (tokens) of a session created with remember that does not choose, "
+          "and of one-shot requests with recall on (docs/recall.md).");
+ABSL_FLAG(int64_t, max_remember_capacity, int64_t{1} << 24,
+          "Largest remember_capacity a CreateSession may ask for (INVALID_ARGUMENT above).");
 ABSL_FLAG(int64_t, knn_exact_threshold, 16384,
           "kNN memories search exactly up to this many entries, through a FAISS IVF index "
           "beyond.");
@@ -133,6 +138,8 @@ mnemo::engine::EngineConfig EngineConfigFromFlags(const std::vector<std::string>
   config.max_memory_bytes = absl::GetFlag(FLAGS_max_memory_bytes);
   config.knn_capacity = absl::GetFlag(FLAGS_knn_capacity);
   config.max_knn_capacity = absl::GetFlag(FLAGS_max_knn_capacity);
+  config.remember_capacity = absl::GetFlag(FLAGS_remember_capacity);
+  config.max_remember_capacity = absl::GetFlag(FLAGS_max_remember_capacity);
   config.knn_exact_threshold = absl::GetFlag(FLAGS_knn_exact_threshold);
   config.kv_dtype = absl::GetFlag(FLAGS_kv_dtype);
   config.weight_dtype = absl::GetFlag(FLAGS_weight_dtype);

@@ -124,7 +124,16 @@ absl::StatusOr<engine::GenerateOptions> ToGenerateOptions(const v1::GenerateRequ
     options.early_exit.threshold = request.early_exit().threshold();
   }
   options.early_exit.measure = *measure;
+  options.recall = ToRecall(request.recall());
   return options;
+}
+
+engine::RecallRequest ToRecall(const v1::Recall& recall) {
+  engine::RecallRequest out;
+  if (recall.has_enabled()) out.enabled = recall.enabled();
+  if (recall.has_max_lambda()) out.max_lambda = recall.max_lambda();
+  if (recall.has_min_match_bytes()) out.min_match_bytes = recall.min_match_bytes();
+  return out;
 }
 
 absl::StatusOr<engine::ScoreOptions> ToScoreOptions(const v1::ScoreRequest& request) {
@@ -137,6 +146,7 @@ absl::StatusOr<engine::ScoreOptions> ToScoreOptions(const v1::ScoreRequest& requ
   options.token_ids.assign(request.token_ids().begin(), request.token_ids().end());
   options.update_memory = request.update_memory();
   options.token_logprobs = request.token_logprobs();
+  options.recall = ToRecall(request.recall());
   return options;
 }
 
@@ -144,6 +154,8 @@ engine::CreateSessionOptions ToCreateSessionOptions(const v1::CreateSessionReque
   engine::CreateSessionOptions options;
   options.session_id = request.session_id();
   options.knn_capacity = request.knn_capacity();
+  options.remember = request.remember();
+  options.remember_capacity = request.remember_capacity();
   return options;
 }
 
@@ -205,6 +217,7 @@ void ToProto(const engine::SessionInfo& session, v1::Session* out) {
   memory->set_compressed_slots(session.memory.compressed_slots);
   memory->set_knn_entries(session.memory.knn_entries);
   memory->set_bytes(session.memory.bytes);
+  memory->set_remembered_tokens(session.memory.remembered_tokens);
   out->set_create_time(absl::ToUnixSeconds(session.create_time));
   out->set_last_use_time(absl::ToUnixSeconds(session.last_use_time));
   out->set_busy(session.busy);

@@ -31,6 +31,8 @@ inline constexpr int kMaxPageSize = 1000;
 absl::StatusOr<engine::GenerateOptions> ToGenerateOptions(const v1::GenerateRequest& request,
                                                           int max_top_logprobs);
 absl::StatusOr<engine::ScoreOptions> ToScoreOptions(const v1::ScoreRequest& request);
+// Unset fields stay unset (the engine resolves them; validation checks the ranges).
+engine::RecallRequest ToRecall(const v1::Recall& recall);
 engine::CreateSessionOptions ToCreateSessionOptions(const v1::CreateSessionRequest& request);
 
 v1::FinishReason ToProto(engine::FinishReason reason);

@@ -14,10 +14,11 @@ GenerateTask::GenerateTask(uint64_t id, engine::GenerateOptions options,
                            std::optional<KnnLmPlan> knn_lm,
                            std::shared_ptr<engine::GenerateStream> stream,
                            absl::Time submit_time, uint64_t seed, session::Session* session,
-                           const tokenizer::Tokenizer& tokenizer)
+                           const tokenizer::Tokenizer& tokenizer, int64_t recall_capacity)
     : Task(id, session),
       options_(std::move(options)),
       knn_lm_(std::move(knn_lm)),
+      recall_capacity_(recall_capacity),
       stream_(std::move(stream)),
       submit_time_(submit_time),
       tokenizer_(tokenizer),
@@ -74,6 +75,13 @@ bool GenerateTask::Step(StepContext& ctx) {
       }
     }
     if (session() == nullptr) one_shot_.memory = ctx.model.NewMemory(ctx.memory, ctx.memory_pool);
+    absl::StatusOr<RecallPlan> recall =
+        ResolveRecall(options_.recall, session(), state(), recall_capacity_);
+    if (!recall.ok()) {
+      Finish(FinishReason::kError, recall.status(), ctx.now);
+      return true;
+    }
+    recall_ = *recall;
   }
   const int64_t remaining = static_cast<int64_t>(prompt_.size() - prompt_fed_);
   const int seg_len = ctx.model.config().seg_len;
@@ -101,6 +109,7 @@ bool GenerateTask::Step(StepContext& ctx) {
       Finish(FinishReason::kError, out.status(), ctx.now);
       return true;
     }
+    Remember(tokenizer_, state(), chunk);
     prompt_fed_ += n;
     return false;
   }
@@ -128,6 +137,15 @@ bool GenerateTask::DecodeOne(StepContext& ctx) {
       return true;
     }
     distribution = (*mixed)[0].contiguous();
+  }
+  if (recall_.enabled && state().history != nullptr) {
+    const datastore::RecallPrediction recalled = state().history->Query();
+    if (datastore::RecallLambda(recalled, recall_.options) > 0.0f) {
+      distribution = distribution.contiguous().clone();  // never the state's own tensor
+      datastore::MixRecall(absl::Span<float>(distribution.data_ptr<float>(),
+                                             static_cast<size_t>(distribution.numel())),
+                           recalled, recall_.options);
+    }
   }
   const sampling::SampleResult sample =
       sampling::Sample(AsSpan(distribution), params_, generated_, forbidden_, rng_);
@@ -170,6 +188,8 @@ bool GenerateTask::DecodeOne(StepContext& ctx) {
     Finish(reason, absl::OkStatus(), ctx.now);
     return true;
   }
+  const int fed_id[] = {sample.id};
+  Remember(tokenizer_, state(), fed_id);  // what the session generated is remembered too
   // Full depth unless early exit is on, and always for a session's last token, so that the
   // next request starts from a full-depth distribution and kNN-LM key.
   const bool exit_allowed = exit_threshold_.has_value() && !last;

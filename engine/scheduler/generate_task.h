@@ -36,7 +36,8 @@ class GenerateTask : public Task {
   // nullptr = one-shot. `tokenizer` (the model's) must outlive the task.
   GenerateTask(uint64_t id, engine::GenerateOptions options, std::optional<KnnLmPlan> knn_lm,
                std::shared_ptr<engine::GenerateStream> stream, absl::Time submit_time,
-               uint64_t seed, session::Session* session, const tokenizer::Tokenizer& tokenizer);
+               uint64_t seed, session::Session* session, const tokenizer::Tokenizer& tokenizer,
+               int64_t recall_capacity = int64_t{1} << 20);
 
   bool Step(StepContext& ctx) override;
   bool OnDecoded(DecodeOutput out, absl::Time now) override;
@@ -61,6 +62,8 @@ class GenerateTask : public Task {
 
   const engine::GenerateOptions options_;
   const std::optional<KnnLmPlan> knn_lm_;
+  const int64_t recall_capacity_;  // a one-shot request's history, tokens
+  RecallPlan recall_;              // resolved by the first step
   // Set when the request exits early and its threshold allows exits: λ before the schedule.
   std::optional<float> exit_threshold_;
   model::ExitMeasure exit_measure_ = model::ExitMeasure::kSoftmaxResponse;  // with exit_threshold_

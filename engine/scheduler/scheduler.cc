@@ -231,11 +231,13 @@ std::unique_ptr<Task> Scheduler::MakeTask(Request& request, uint64_t id,
             const uint64_t seed = c.options.sampling.seed.value_or(seed_rng_());
             return std::make_unique<GenerateTask>(id, std::move(c.options), std::move(c.knn_lm),
                                                   std::move(c.stream), request.submit_time,
-                                                  seed, session, model_->tokenizer());
+                                                  seed, session, model_->tokenizer(),
+                                                  config_.remember_capacity);
           },
           [&](ScoreCall& c) -> std::unique_ptr<Task> {
             return std::make_unique<ScoreTask>(id, std::move(c.options), std::move(c.knn_lm),
-                                               std::move(c.done), session, model_->tokenizer());
+                                               std::move(c.done), session, model_->tokenizer(),
+                                               config_.remember_capacity);
           },
           [&](AddToDatastoreCall& c) -> std::unique_ptr<Task> {
             return std::make_unique<DatastoreAddTask>(
@@ -248,7 +250,10 @@ std::unique_ptr<Task> Scheduler::MakeTask(Request& request, uint64_t id,
 
 void Scheduler::Answer(CreateSessionCall& call) {
   absl::StatusOr<session::Session*> created =
-      sessions_.Create(call.options.session_id, call.options.knn_capacity);
+      sessions_.Create(call.options.session_id, call.options.knn_capacity,
+                       !call.options.remember                 ? 0
+                       : call.options.remember_capacity == 0 ? config_.remember_capacity
+                                                              : call.options.remember_capacity);
   if (!created.ok()) {
     call.done(created.status());
   } else {
@@ -387,6 +392,8 @@ engine::SessionInfo Scheduler::Info(const session::Session& session) const {
   info.memory.xl_tokens = session.state.memory.xl_tokens();
   info.memory.compressed_slots = session.state.memory.compressed_slots();
   info.memory.knn_entries = session.state.memory.knn_entries();
+  info.memory.remembered_tokens =
+      session.state.history != nullptr ? session.state.history->size() : 0;
   info.memory.bytes = session.bytes;
   info.create_time = session.create_time;
   info.last_use_time = session.last_use_time;

@@ -83,6 +83,9 @@ struct SchedulerConfig {
   std::function<void(int rows)> decode_batch_observer;
   session::SessionStoreConfig sessions;
   KnnLimits knn;
+  // Recall history of sessions created with remember that ask for 0 tokens, and of one-shot
+  // requests with recall on (docs/recall.md).
+  int64_t remember_capacity = int64_t{1} << 20;
   // Sessions' attention rings in float16 (model::MemoryOptions::half_rings).
   bool half_rings = false;
   absl::Duration sweep_interval = absl::Seconds(1);

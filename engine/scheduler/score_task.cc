@@ -8,10 +8,11 @@ namespace mnemo::scheduler {
 
 ScoreTask::ScoreTask(uint64_t id, engine::ScoreOptions options, std::optional<KnnLmPlan> knn_lm,
                      Done done, session::Session* session,
-                     const tokenizer::Tokenizer& tokenizer)
+                     const tokenizer::Tokenizer& tokenizer, int64_t recall_capacity)
     : Task(id, session),
       options_(std::move(options)),
       knn_lm_(std::move(knn_lm)),
+      recall_capacity_(recall_capacity),
       done_(std::move(done)),
       tokenizer_(tokenizer) {
   const bool from_ids = !options_.token_ids.empty();
@@ -33,6 +34,13 @@ bool ScoreTask::Step(StepContext& ctx) {
     } else if (!options_.update_memory) {
       own_ = session()->state.Clone();
     }
+    absl::StatusOr<RecallPlan> recall =
+        ResolveRecall(options_.recall, session(), state(), recall_capacity_);
+    if (!recall.ok()) {
+      Fail(recall.status());
+      return true;
+    }
+    recall_ = *recall;
   }
   if (prime_with_bos_) {
     if (absl::Status s = PrimeIfNeeded(ctx.model, state()); !s.ok()) {
@@ -66,6 +74,10 @@ bool ScoreTask::Step(StepContext& ctx) {
     Fail(out.status());
     return true;
   }
+  // What the history predicted for each scored token, read before that token joins it.
+  std::vector<datastore::RecallPrediction> recalled;
+  Remember(tokenizer_, state(), chunk, recall_.enabled ? &recalled : nullptr,
+           static_cast<size_t>(first));
   if (!has_prior) {  // out: [n, vocab]; row i predicts chunk[i + 1]
     predictions = out->narrow(0, 0, n - 1);  // [n - 1, vocab]
     keys = out_keys.narrow(0, 0, n - 1);     // [n - 1, d_model]
@@ -85,6 +97,15 @@ bool ScoreTask::Step(StepContext& ctx) {
       return true;
     }
     predictions = skip == 0 ? *mixed : torch::cat({predictions.narrow(0, 0, 1), *mixed}, 0);
+  }
+  if (recall_.enabled && scored > 0) {
+    predictions = predictions.contiguous().clone();  // rows may alias the state's distribution
+    float* rows = predictions.data_ptr<float>();
+    const int64_t vocab = predictions.size(1);
+    for (int64_t i = 0; i < scored; ++i) {
+      datastore::MixRecall(absl::Span<float>(rows + i * vocab, static_cast<size_t>(vocab)),
+                           recalled[static_cast<size_t>(i)], recall_.options);
+    }
   }
   if (scored > 0) {
     predictions = predictions.contiguous();

@@ -26,8 +26,10 @@ class ScoreTask : public Task {
   // `options` are validated and `knn_lm` resolved from them; `session` nullptr = one-shot.
   // `tokenizer` (the model's) encodes the text and gives the scored tokens' bytes; it must
   // outlive the task (the scheduler's Model does).
+  // `recall_capacity`: the history a one-shot request with recall on gets (tokens).
   ScoreTask(uint64_t id, engine::ScoreOptions options, std::optional<KnnLmPlan> knn_lm, Done done,
-            session::Session* session, const tokenizer::Tokenizer& tokenizer);
+            session::Session* session, const tokenizer::Tokenizer& tokenizer,
+            int64_t recall_capacity = int64_t{1} << 20);
 
   bool Step(StepContext& ctx) override;
   void Abort(const absl::Status& status, absl::Time now) override;
@@ -39,6 +41,8 @@ class ScoreTask : public Task {
 
   const engine::ScoreOptions options_;
   const std::optional<KnnLmPlan> knn_lm_;
+  const int64_t recall_capacity_;
+  RecallPlan recall_;  // resolved by the first step
   Done done_;
   bool started_ = false;
   session::SequenceState own_;  // one-shot state, or the copy scored without updating memory

@@ -23,6 +23,46 @@ bool PrimesWithBos(const tokenizer::Tokenizer& tokenizer, bool from_ids) {
   return !from_ids && tokenizer.bos_id() >= 0;
 }
 
+absl::StatusOr<RecallPlan> ResolveRecall(const engine::RecallRequest& request,
+                                         const session::Session* session,
+                                         session::SequenceState& state,
+                                         int64_t one_shot_capacity) {
+  RecallPlan plan;
+  const bool remembers = session != nullptr && session->state.history != nullptr;
+  plan.enabled = request.enabled.value_or(remembers);
+  if (plan.options.max_lambda = request.max_lambda.value_or(plan.options.max_lambda);
+      request.min_match_bytes.has_value()) {
+    plan.options.min_match_bytes = *request.min_match_bytes;
+    plan.options.full_match_bytes = plan.options.min_match_bytes + 8;
+  }
+  if (!plan.enabled) return plan;
+  if (session != nullptr && !remembers) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "recall is on but session '", session->id,
+        "' was created without remember: it has no history to recall from (CreateSession "
+        "with remember=true)"));
+  }
+  if (session == nullptr && state.history == nullptr) {
+    state.history = std::make_unique<datastore::HistoryIndex>(one_shot_capacity);
+  }
+  return plan;
+}
+
+void Remember(const tokenizer::Tokenizer& tokenizer, session::SequenceState& state,
+              absl::Span<const int> tokens, std::vector<datastore::RecallPrediction>* predictions,
+              size_t first_predicted) {
+  if (state.history == nullptr) return;
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    if (predictions != nullptr && i >= first_predicted) {
+      predictions->push_back(state.history->Query());
+    }
+    const int bytes = tokenizer.IsSpecial(tokens[i])
+                          ? 1
+                          : static_cast<int>(tokenizer.TokenBytes(tokens[i]).size());
+    state.history->Append(tokens[i], bytes);
+  }
+}
+
 absl::Status PrimeIfNeeded(model::Model& model, session::SequenceState& state) {
   if (state.primed() || model.tokenizer().bos_id() < 0) return absl::OkStatus();
   const int bos[] = {model.tokenizer().bos_id()};  // the family's BOS (docs/design.md §11)
@@ -32,6 +72,7 @@ absl::Status PrimeIfNeeded(model::Model& model, session::SequenceState& state) {
                          model.Forward(bos, state.memory, model::Outputs::kLast, &key));
   state.last_logprobs = out[0].contiguous();  // [vocab]
   state.last_knn_lm_key = key[0];             // [d_model]
+  Remember(model.tokenizer(), state, bos);
   state.last_exit_layer = model.config().n_layers;
   return absl::OkStatus();
 }
@@ -62,6 +103,7 @@ absl::StatusOr<torch::Tensor> PrimeAndFeedText(model::Model& model, session::Seq
   ids.insert(ids.end(), tokens.begin(), tokens.end());
   MNEMO_ASSIGN_OR_RETURN(torch::Tensor out, FeedText(model, state, ids, model::Outputs::kLast));
   state.tokens_seen -= 1;  // BOS is not text
+  Remember(model.tokenizer(), state, absl::MakeConstSpan(ids).subspan(0, 1));  // the caller remembers `tokens`
   return out;
 }
 

@@ -99,6 +99,29 @@ int64_t NextChunkSize(const session::SequenceState& state, int seg_len, int64_t 
 // is context only (ScoreTask), and a Generate needs a prompt to sample after.
 bool PrimesWithBos(const tokenizer::Tokenizer& tokenizer, bool from_ids);
 
+// Recall (docs/recall.md) as a task runs it: `options` resolved from the request, active only
+// when the sequence has a history (a session created with remember, or a one-shot request
+// that asked for recall: ResolveRecall gives its state one).
+struct RecallPlan {
+  bool enabled = false;
+  datastore::RecallOptions options;
+};
+
+// The request's recall against the sequence it runs on: FAILED_PRECONDITION when it asks for
+// recall on a session created without remember. For a one-shot request with recall on,
+// gives `state` a fresh history of `one_shot_capacity` tokens.
+absl::StatusOr<RecallPlan> ResolveRecall(const engine::RecallRequest& request,
+                                         const session::Session* session,
+                                         session::SequenceState& state,
+                                         int64_t one_shot_capacity);
+
+// Appends `tokens` to the state's history (no-op without one). With `predictions`, first
+// records before each token at index >= `first_predicted` what the history predicted for it.
+void Remember(const tokenizer::Tokenizer& tokenizer, session::SequenceState& state,
+              absl::Span<const int> tokens,
+              std::vector<datastore::RecallPrediction>* predictions = nullptr,
+              size_t first_predicted = 0);
+
 // Feeds BOS if `state` was never fed, setting last_logprobs. No-op when already primed, and
 // when the model's vocabulary has no BOS (the state stays unprimed).
 absl::Status PrimeIfNeeded(model::Model& model, session::SequenceState& state);

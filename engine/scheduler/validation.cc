@@ -75,6 +75,19 @@ ModelExitInfo ModelExitInfo::Of(const model::Model& model) {
   return info;
 }
 
+absl::Status ValidateRecall(const engine::RecallRequest& recall) {
+  if (recall.max_lambda.has_value() &&
+      !(*recall.max_lambda >= 0.0f && *recall.max_lambda <= 1.0f)) {
+    return Invalid("recall.max_lambda", absl::StrCat("must be in [0, 1], got ", *recall.max_lambda));
+  }
+  if (recall.min_match_bytes.has_value() &&
+      (*recall.min_match_bytes < 1 || *recall.min_match_bytes > 4096)) {
+    return Invalid("recall.min_match_bytes",
+                   absl::StrCat("must be in [1, 4096], got ", *recall.min_match_bytes));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ValidateGenerate(engine::GenerateOptions& options, const RequestLimits& limits,
                               const ModelExitInfo& exit) {
   if (absl::Status s = ValidateSessionField(options.session_id); !s.ok()) return s;
@@ -154,6 +167,7 @@ absl::Status ValidateGenerate(engine::GenerateOptions& options, const RequestLim
                    "cannot be combined with knn_lm: the kNN-LM key is the last layer's state, "
                    "which a token that exits early never computes");
   }
+  if (absl::Status s = ValidateRecall(options.recall); !s.ok()) return s;
   for (size_t i = 0; i < options.stop.size(); ++i) {
     if (options.stop[i].empty()) return Invalid(absl::StrCat("stop[", i, "]"), "is empty");
     if (!tokenizer::IsValidUtf8(options.stop[i])) {
@@ -165,6 +179,7 @@ absl::Status ValidateGenerate(engine::GenerateOptions& options, const RequestLim
 
 absl::Status ValidateScore(const engine::ScoreOptions& options, const RequestLimits& limits) {
   if (absl::Status s = ValidateSessionField(options.session_id); !s.ok()) return s;
+  if (absl::Status s = ValidateRecall(options.recall); !s.ok()) return s;
   if (!options.text.empty() && !options.token_ids.empty()) {
     return Invalid("text", "and token_ids are both set: send one of them");
   }

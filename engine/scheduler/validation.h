@@ -44,6 +44,8 @@ absl::Status ValidateGenerate(engine::GenerateOptions& options, const RequestLim
                               const ModelExitInfo& exit = {});
 // Exactly one of text and token_ids; ids in [0, limits.vocab_size) (the error names the first
 // bad one's index and value); a one-shot request's token_ids hold at least 2 ids.
+// recall.max_lambda in [0, 1], recall.min_match_bytes in [1, 4096] when set.
+absl::Status ValidateRecall(const engine::RecallRequest& recall);
 absl::Status ValidateScore(const engine::ScoreOptions& options, const RequestLimits& limits);
 // INVALID_ARGUMENT naming `field`[i] and the value of the first id outside [0, vocab_size).
 absl::Status ValidateTokenIds(absl::string_view field, absl::Span<const int> ids,

@@ -8,6 +8,7 @@
 //   SequenceState::last_logprobs    the next-token distribution, last_knn_lm_key its kNN-LM key,
 //   SequenceState::last_exit_layer  and the layer it came from
 //   SequenceState::tokens_seen      text tokens fed (usage.session_tokens)
+//   SequenceState::history          the recall index of every token fed (remember only)
 //   Session::datastore              the private kNN-LM datastore (null until first added to)
 //   Session::id, create_time        identity and age (last_use_time, last_use_seq: LRU order)
 // Not state worth keeping: busy (a request in flight; the scheduler's SessionQueue holds the
@@ -28,6 +29,7 @@
 #include <string>
 
 #include "absl/time/time.h"
+#include "engine/datastore/history_index.h"
 #include "engine/datastore/session_datastore.h"
 #include "engine/memory/session_memory.h"
 
@@ -53,6 +55,9 @@ struct SequenceState {
   // sent to the client); the BOS primed before text is not counted, a request's token ids are
   // (as given, specials included). This is what usage.session_tokens reports.
   int64_t tokens_seen = 0;
+  // Every token fed (BOS, text, generated), for recall (docs/recall.md); null unless the
+  // session was created with remember, or a one-shot request asked for recall.
+  std::unique_ptr<datastore::HistoryIndex> history;
 
   bool primed() const { return last_logprobs.defined(); }
   // A deep copy: the clone's memory can be extended without touching this one.
@@ -63,6 +68,7 @@ struct SequenceState {
     copy.last_knn_lm_key = last_knn_lm_key;
     copy.last_exit_layer = last_exit_layer;
     copy.tokens_seen = tokens_seen;
+    if (history) copy.history = std::make_unique<datastore::HistoryIndex>(*history);
     return copy;
   }
 };
@@ -83,7 +89,8 @@ struct Session {
 
   // Everything the session holds: its memory and its private datastore.
   int64_t held_bytes() const {
-    return state.memory.bytes() + (datastore != nullptr ? datastore->bytes() : 0);
+    return state.memory.bytes() + (datastore != nullptr ? datastore->bytes() : 0) +
+           (state.history != nullptr ? state.history->bytes() : 0);
   }
 };
 

@@ -39,7 +39,13 @@ std::string SessionStore::NewId() {
 }
 
 absl::StatusOr<Session*> SessionStore::Create(absl::string_view requested_id,
-                                              int64_t knn_capacity) {
+                                              int64_t knn_capacity, int64_t remember_capacity) {
+  if (remember_capacity < 0 || remember_capacity > config_.max_remember_capacity) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "remember_capacity must be in [0, ", config_.max_remember_capacity,
+        "] tokens (0 = the server default; mnemo-server --max_remember_capacity), got ",
+        remember_capacity));
+  }
   if (knn_capacity < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("knn_capacity must be >= 0 (0 = the server default), got ", knn_capacity));
@@ -63,6 +69,9 @@ absl::StatusOr<Session*> SessionStore::Create(absl::string_view requested_id,
   auto session = std::make_unique<Session>();
   session->id = id;
   session->state.memory = new_memory_(knn_capacity);
+  if (remember_capacity > 0) {
+    session->state.history = std::make_unique<datastore::HistoryIndex>(remember_capacity);
+  }
   session->bytes = session->held_bytes();
 
   // Check that the limits can be met by evicting idle sessions before evicting any.

@@ -38,6 +38,7 @@ struct SessionStoreConfig {
   int64_t max_memory_bytes = int64_t{8} << 30;
   int remembered_evictions = 4096;  // evicted ids kept for the NOT_FOUND message
   int64_t max_knn_capacity = int64_t{1} << 20;  // largest CreateSession knn_capacity
+  int64_t max_remember_capacity = int64_t{1} << 24;  // largest CreateSession remember_capacity
 };
 
 class SessionStore {
@@ -58,8 +59,10 @@ class SessionStore {
 
   // Creates a session; `id` empty = a generated random hex id. ALREADY_EXISTS for a live id,
   // RESOURCE_EXHAUSTED when no idle session can be evicted to respect the limits.
-  // `knn_capacity` sizes the session's kNN memory (0 = the model's default).
-  absl::StatusOr<Session*> Create(absl::string_view id, int64_t knn_capacity = 0);
+  // `knn_capacity` sizes the session's kNN memory (0 = the model's default);
+  // `remember_capacity` > 0 gives it a recall history of that many tokens (docs/recall.md).
+  absl::StatusOr<Session*> Create(absl::string_view id, int64_t knn_capacity = 0,
+                                  int64_t remember_capacity = 0);
   // NOT_FOUND (saying "evicted"/"expired" when known). Does not count as a use.
   absl::StatusOr<Session*> Find(absl::string_view id);
   // NOT_FOUND as Find; FAILED_PRECONDITION while a request runs on the session.

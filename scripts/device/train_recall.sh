@@ -2,7 +2,8 @@
 # Trains models/mnemo-recall on the lent GPU machine (models/mnemo-recall/README.md). Run there
 # from the repository root with .device-kit carried (scripts/device/prepare_kit.sh made it):
 #
-#   DEADLINE_S=560 MAX_MINUTES=7 bash scripts/device/train_recall.sh
+#   DEADLINE_S=560 MAX_MINUTES=7 [CORPUS_TAR=... INIT_FROM=... LR=... WARMUP=... BATCH=...] \
+#     bash scripts/device/train_recall.sh
 #
 # Unpacks the kit, builds mnemo-train against the machine's LibTorch (CUDA), fine-tunes the
 # bundled mnemo-stdlib on the recall corpus for at most MAX_MINUTES (less when the build left
@@ -33,7 +34,7 @@ cmake --build "$build" -j "$(nproc)" --target mnemo-train 2>&1 | tail -5
 echo "built in $(( $(date +%s) - start )) s"
 
 corpus=/tmp/recall-corpus
-mkdir -p "$corpus" && tar -xJf "$kit/recall_corpus.tar.xz" -C "$corpus"
+mkdir -p "$corpus" && tar -xJf "$kit/${CORPUS_TAR:-recall_corpus.tar.xz}" -C "$corpus"
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
 elapsed=$(( $(date +%s) - start ))
 minutes=$(python3 -c "print(round(max(1.0, min(${MAX_MINUTES:-7}, (${DEADLINE_S:-560} - $elapsed) / 60 - 0.8)), 2))")
@@ -42,11 +43,11 @@ out=/tmp/mnemo-recall
 set -o pipefail
 "$build/tools/mnemo-train" --device cuda --threads 16 \
   --corpus "$corpus" --extensions .txt --out "$out" --name mnemo-recall \
-  --init_from models/mnemo-stdlib \
+  --init_from "${INIT_FROM:-models/mnemo-stdlib}" \
   --layers 6 --d_model 256 --heads 4 --seg_len 256 --mem_len 256 \
   --cmem_len 128 --cmem_rate 4 --compression conv \
   --knn_layer -3 --knn_mem_len 32768 --knn_topk 32 --calm \
-  --batch "${BATCH:-32}" --steps 100000 --max_minutes "$minutes" --lr 0.001 --warmup_steps 200 \
+  --batch "${BATCH:-32}" --steps 100000 --max_minutes "$minutes" --lr "${LR:-0.001}" --warmup_steps "${WARMUP:-200}" \
   --seed 1 --eval_every 1000 --eval_files 8 --eval_bytes 32768 --checkpoint_every 0 \
   2>&1 | tr '\r' '\n' | awk 'NR % 50 == 1 || !/^train \[/' | tee "$OUT/train.log"
 cp "$out/config.json" "$out/training_card.json" "$OUT/"

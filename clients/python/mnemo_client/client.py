@@ -30,7 +30,10 @@ from mnemo_client.request_options import (  # noqa: F401 (KnnLm, EXIT_MEASURES: 
     EXIT_MEASURES,
     KnnLm,
     KnnLmLike,
+    Recall,
+    RecallLike,
     fill_knn_lm,
+    fill_recall,
     fill_sampling,
 )
 # Aliased: generate() and score() have keyword arguments of these names.
@@ -168,6 +171,7 @@ class Client:
         logprobs: int = 0,
         stop_at_eos: Optional[bool] = None,
         knn_lm: Optional[KnnLmLike] = None,
+        recall: Optional[RecallLike] = None,
         early_exit: bool = False,
         exit_threshold: Optional[float] = None,
         exit_measure: Optional[str] = None,
@@ -190,7 +194,9 @@ class Client:
         "STOP"; the match, or the stop token, is part of the output.
         `knn_lm` (a `KnnLm` or a dict with datastore, lambda_, k, temperature) mixes a
         datastore's neighbours into every generated token's distribution; request errors
-        surface when the stream is read.
+        surface when the stream is read. `recall` (a `Recall`, a bool or a dict) mixes in the
+        continuation of the longest earlier context of the session's own history that matches
+        (docs/recall.md); None = on for a session created with remember.
         `early_exit` turns on CALM early exit (each token reports its `exit_layer`);
         `exit_measure` picks the confidence it exits on ("softmax", "saturation" or
         "classifier"; None = the model's default) and `exit_threshold` in (0, 1] overrides the
@@ -209,6 +215,7 @@ class Client:
         if stop_at_eos is not None:
             request.stop_at_eos = stop_at_eos
         fill_knn_lm(knn_lm, request.knn_lm)
+        fill_recall(recall, request.recall)
         request.early_exit.enabled = early_exit
         if exit_threshold is not None:
             request.early_exit.threshold = exit_threshold
@@ -219,10 +226,11 @@ class Client:
 
     def score(self, text: str = "", *, token_ids: Optional[Iterable[int]] = None,
               session_id: str = "", update_memory: bool = False, token_logprobs: bool = False,
-              knn_lm: Optional[KnnLmLike] = None,
+              knn_lm: Optional[KnnLmLike] = None, recall: Optional[RecallLike] = None,
               timeout: Optional[float] = None) -> ScoreResult:
         """Log-likelihood of `text`, or of `token_ids` (set one); with `knn_lm`, under the
-        kNN-LM mixture (as in generate).
+        kNN-LM mixture (as in generate); with `recall`, under recall (as in generate; the
+        scored tokens are remembered as they are read).
 
         Each token is scored given everything before it. On a fresh sequence (one-shot, or a
         session never fed) the first token has nothing before it: it is scored only when a BOS
@@ -235,6 +243,7 @@ class Client:
             token_ids=_token_ids("token_ids", token_ids), update_memory=update_memory,
             token_logprobs=token_logprobs)
         fill_knn_lm(knn_lm, request.knn_lm)
+        fill_recall(recall, request.recall)
         r = self._unary(self._generation.Score, request, timeout)
         return ScoreResult(r.token_count, r.byte_count, r.total_logprob, r.bits_per_byte,
                            list(r.logprobs))
@@ -263,11 +272,16 @@ class Client:
     # --- Sessions -----------------------------------------------------------------------------
 
     def create_session(self, session_id: str = "", *, knn_capacity: int = 0,
+                       remember: bool = False, remember_capacity: int = 0,
                        timeout: Optional[float] = None) -> Session:
-        """knn_capacity: kNN memory entries per head (0 = the server's --knn_capacity)."""
+        """knn_capacity: kNN memory entries per head (0 = the server's --knn_capacity).
+        remember: keep every token the session reads and generates for recall (then on by
+        default in its generate and score calls); remember_capacity: tokens kept (0 = the
+        server's --remember_capacity)."""
         r = self._unary(self._sessions.CreateSession,
-                        sessions_pb2.CreateSessionRequest(session_id=session_id,
-                                                          knn_capacity=knn_capacity), timeout)
+                        sessions_pb2.CreateSessionRequest(
+                            session_id=session_id, knn_capacity=knn_capacity,
+                            remember=remember, remember_capacity=remember_capacity), timeout)
         return session_from_proto(r)
 
     def get_session(self, session_id: str, *, timeout: Optional[float] = None) -> Session:

@@ -124,3 +124,43 @@ def fill_sampling(
         if isinstance(token_id, bool) or not isinstance(token_id, int):
             raise TypeError(f"logit_bias keys must be token ids (int), got {token_id!r}")
         out.logit_bias[token_id] = float(bias)
+
+
+@dataclasses.dataclass
+class Recall:
+    """Recall from the sequence's own history for one Generate or Score call (generation.proto
+    `Recall`, docs/recall.md).
+
+    enabled: None = on for a session created with remember, off otherwise; True on a one-shot
+      call remembers its own prompt as it is read.
+    max_lambda: λ of a long unanimous match in [0, 1] (None = 0.9).
+    min_match_bytes: shorter matches are not used (None = 8).
+    """
+
+    enabled: Optional[bool] = None
+    max_lambda: Optional[float] = None
+    min_match_bytes: Optional[int] = None
+
+
+RecallLike = Union[Recall, bool, Mapping[str, Any]]
+
+
+def fill_recall(value: Optional[RecallLike], out: generation_pb2.Recall) -> None:
+    """Accepts a Recall, a bool (enabled) or a dict of Recall's fields."""
+    if value is None:
+        return
+    if isinstance(value, bool):
+        value = Recall(enabled=value)
+    elif not isinstance(value, Recall):
+        fields = dict(value)
+        unknown = set(fields) - {"enabled", "max_lambda", "min_match_bytes"}
+        if unknown:
+            raise ValueError(f"recall: unknown keys {sorted(unknown)} "
+                             "(expected enabled, max_lambda, min_match_bytes)")
+        value = Recall(**fields)
+    if value.enabled is not None:
+        out.enabled = value.enabled
+    if value.max_lambda is not None:
+        out.max_lambda = value.max_lambda
+    if value.min_match_bytes is not None:
+        out.min_match_bytes = value.min_match_bytes

@@ -63,6 +63,7 @@ class SessionMemory:
     compressed_slots: int
     knn_entries: int
     bytes: int
+    remembered_tokens: int = 0  # recall history (sessions created with remember)
 
 
 @dataclasses.dataclass
@@ -175,7 +176,8 @@ def session_from_proto(msg: sessions_pb2.Session) -> Session:
         session_id=msg.session_id,
         model=msg.model,
         tokens_seen=msg.tokens_seen,
-        memory=SessionMemory(m.xl_tokens, m.compressed_slots, m.knn_entries, m.bytes),
+        memory=SessionMemory(m.xl_tokens, m.compressed_slots, m.knn_entries, m.bytes,
+                             m.remembered_tokens),
         create_time=msg.create_time,
         last_use_time=msg.last_use_time,
         busy=msg.busy,

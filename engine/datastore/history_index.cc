@@ -1,0 +1,155 @@
+#include "engine/datastore/history_index.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace mnemo::datastore {
+namespace {
+
+constexpr int64_t kMinBuckets = 1024;
+
+uint64_t Mix(uint64_t h, uint32_t token) {
+  h ^= token + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
+  h *= 0xBF58476D1CE4E5B9ull;
+  return h ^ (h >> 31);
+}
+
+}  // namespace
+
+HistoryIndex::HistoryIndex(int64_t capacity) : capacity_(std::max<int64_t>(1, capacity)) {
+  for (size_t t = 0; t < kLengths.size(); ++t) heads_[t].assign(kMinBuckets, -1);
+  bucket_mask_ = kMinBuckets - 1;
+}
+
+uint64_t HistoryIndex::HashEndingAt(int64_t end, int length) const {
+  uint64_t h = static_cast<uint64_t>(length);
+  for (int64_t p = end - length; p < end; ++p) h = Mix(h, static_cast<uint32_t>(token_at(p)));
+  return h;
+}
+
+int64_t HistoryIndex::CommonSuffix(int64_t a, int64_t b) const {
+  const int64_t limit = std::min<int64_t>(kMaxMatch, a - oldest());
+  int64_t n = 0;
+  while (n < limit && token_at(a - 1 - n) == token_at(b - 1 - n)) ++n;
+  return n;
+}
+
+void HistoryIndex::Append(int token, int bytes) {
+  const int64_t p = next_;
+  const size_t slot = static_cast<size_t>(p % capacity_);
+  if (slot == tokens_.size()) {  // still growing towards capacity
+    tokens_.push_back(token);
+    bytes_.push_back(static_cast<uint8_t>(std::clamp(bytes, 1, 255)));
+    for (auto& chain : chain_) chain.push_back(-1);
+  } else {
+    tokens_[slot] = token;
+    bytes_[slot] = static_cast<uint8_t>(std::clamp(bytes, 1, 255));
+  }
+  ++next_;
+  // The context of length ℓ before position p, with p's token as its value.
+  for (size_t t = 0; t < kLengths.size(); ++t) {
+    const int length = kLengths[t];
+    if (p - length < oldest()) {
+      chain_[t][slot] = -1;
+      continue;
+    }
+    const uint64_t bucket = HashEndingAt(p, length) & bucket_mask_;
+    chain_[t][slot] = heads_[t][bucket];
+    heads_[t][bucket] = p;
+  }
+  // Keep about one bucket per remembered token: rebuild at double size (amortised O(1)).
+  if (static_cast<uint64_t>(size()) > 2 * (bucket_mask_ + 1) &&
+      static_cast<int64_t>(bucket_mask_ + 1) < capacity_) {
+    const int64_t buckets = static_cast<int64_t>(bucket_mask_ + 1) * 4;
+    bucket_mask_ = static_cast<uint64_t>(buckets - 1);
+    for (size_t t = 0; t < kLengths.size(); ++t) {
+      heads_[t].assign(static_cast<size_t>(buckets), -1);
+      const int length = kLengths[t];
+      for (int64_t q = oldest(); q < next_; ++q) {
+        const size_t s = static_cast<size_t>(q % capacity_);
+        if (q - length < oldest()) {
+          chain_[t][s] = -1;
+          continue;
+        }
+        const uint64_t bucket = HashEndingAt(q, length) & bucket_mask_;
+        chain_[t][s] = heads_[t][bucket];
+        heads_[t][bucket] = q;
+      }
+    }
+  }
+}
+
+RecallPrediction HistoryIndex::Query() const {
+  RecallPrediction out;
+  const int64_t end = next_;
+  for (int t = static_cast<int>(kLengths.size()) - 1; t >= 0; --t) {
+    const int length = kLengths[t];
+    if (end - length < oldest()) continue;
+    const uint64_t bucket = HashEndingAt(end, length) & bucket_mask_;
+    std::vector<std::pair<int64_t, int>> found;  // (common suffix length, next token)
+    int examined = 0;
+    for (int64_t p = heads_[t][bucket]; p >= oldest() && examined < kMaxOccurrences;
+         p = chain_[t][p % capacity_], ++examined) {
+      if (p >= end) continue;  // cannot happen: entries are written only with their value
+      const int64_t common = CommonSuffix(p, end);
+      if (common >= length) found.emplace_back(common, token_at(p));
+    }
+    if (found.empty()) continue;
+    int64_t best = 0;
+    for (const auto& [common, token] : found) best = std::max(best, common);
+    out.match_tokens = best;
+    for (int64_t i = 0; i < best; ++i) out.match_bytes += bytes_[(end - 1 - i) % capacity_];
+    for (const auto& [common, token] : found) {
+      if (common != best) continue;
+      auto it = std::find_if(out.next.begin(), out.next.end(),
+                             [&](const auto& entry) { return entry.first == token; });
+      if (it == out.next.end()) {
+        out.next.emplace_back(token, 1);
+      } else {
+        ++it->second;
+      }
+      ++out.occurrences;
+    }
+    std::sort(out.next.begin(), out.next.end(),
+              [](const auto& a, const auto& b) { return a.second > b.second; });
+    return out;
+  }
+  return out;
+}
+
+int64_t HistoryIndex::bytes() const {
+  int64_t total = static_cast<int64_t>(tokens_.capacity() * sizeof(int32_t) + bytes_.capacity());
+  for (size_t t = 0; t < kLengths.size(); ++t) {
+    total += static_cast<int64_t>((heads_[t].capacity() + chain_[t].capacity()) * sizeof(int64_t));
+  }
+  return total;
+}
+
+float RecallLambda(const RecallPrediction& prediction, const RecallOptions& options) {
+  if (prediction.occurrences == 0 || prediction.match_bytes < options.min_match_bytes) return 0.0f;
+  const float span = static_cast<float>(std::max(1, options.full_match_bytes - options.min_match_bytes));
+  const float ramp = std::min(
+      1.0f, static_cast<float>(prediction.match_bytes - options.min_match_bytes + 1) / span);
+  const float agreement =
+      static_cast<float>(prediction.next.front().second) / static_cast<float>(prediction.occurrences);
+  return options.max_lambda * ramp * agreement;
+}
+
+float MixRecall(absl::Span<float> logprobs, const RecallPrediction& prediction,
+                const RecallOptions& options) {
+  const float lambda = RecallLambda(prediction, options);
+  if (lambda <= 0.0f) return 0.0f;
+  const float keep = std::log1p(-std::min(lambda, 0.999999f));  // log(1 - λ)
+  for (float& lp : logprobs) lp += keep;
+  for (const auto& [token, count] : prediction.next) {
+    if (token < 0 || static_cast<size_t>(token) >= logprobs.size()) continue;
+    const float recall = std::log(lambda * static_cast<float>(count) / prediction.occurrences);
+    float& lp = logprobs[static_cast<size_t>(token)];
+    const float hi = std::max(lp, recall), lo = std::min(lp, recall);
+    lp = hi + std::log1p(std::exp(lo - hi));
+  }
+  return lambda;
+}
+
+}  // namespace mnemo::datastore
