@@ -92,7 +92,7 @@ def code(rng):
     return "".join(rng.choice(string.ascii_uppercase + string.digits) for _ in range(rng.randint(5, 8)))
 
 
-def passkey_trial(client, sources, distance, seed, remember, knn_capacity):
+def passkey_trial(client, sources, distance, seed, remember, knn_capacity, measure_itl=False):
     rng = random.Random(seed)
     statement, question = PHRASINGS[rng.randrange(len(PHRASINGS))]
     source_name = rng.choice(sorted(sources))
@@ -105,11 +105,19 @@ def passkey_trial(client, sources, distance, seed, remember, knn_capacity):
                                                    temperature=0))
     seconds = time.time() - start
     info = client.get_session(session.session_id)
+    itl_ms = None
+    if measure_itl:  # per-token decode time with this much history: 32 more greedy tokens
+        stamps = [time.time()]
+        for _ in client.generate("", session_id=session.session_id, max_new_tokens=33,
+                                 temperature=0):
+            stamps.append(time.time())
+        itl_ms = round((stamps[-1] - stamps[1]) / max(1, len(stamps) - 2) * 1000, 3)
     client.delete_session(session.session_id)
     return {"seed": seed, "phrasing": PHRASINGS.index((statement, question)), "filler": source_name,
             "code": answer, "output": out, "passed": out.startswith(answer),
             "bytes": len(text.encode()), "seconds": round(seconds, 2),
-            "session_bytes": info.memory.bytes, "remembered_tokens": info.memory.remembered_tokens}
+            "session_bytes": info.memory.bytes, "remembered_tokens": info.memory.remembered_tokens,
+            "itl_ms": itl_ms}
 
 
 def facts_trial(client, sources, distance, seed, knn_capacity):
@@ -149,6 +157,8 @@ def main():
     parser.add_argument("--knn_capacity", type=int, default=1024,
                         help="the sessions' kNN memory (recall does not use it)")
     parser.add_argument("--seed", type=int, default=1000)
+    parser.add_argument("--itl_trials", type=int, default=0,
+                        help="trials per cell that also time 32 more tokens (decode latency)")
     parser.add_argument("--out", default="", help="directory for recall.json")
     args = parser.parse_args()
     client = Client(args.address)
@@ -164,7 +174,7 @@ def main():
             rows = []
             for i in range(n):
                 rows.append(passkey_trial(client, sources, distance, args.seed + i, remember,
-                                          args.knn_capacity))
+                                          args.knn_capacity, measure_itl=i < args.itl_trials))
                 print(f"D={distance} recall={'on' if remember else 'off'} #{i}: "
                       f"{rows[-1]['code']!r} -> {rows[-1]['output']!r} "
                       f"({rows[-1]['seconds']} s)", file=sys.stderr, flush=True)

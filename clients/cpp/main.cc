@@ -6,10 +6,11 @@
 //              [--seed S] [--repetition_penalty R] [--min_p P] [--presence_penalty P]
 //              [--frequency_penalty P] [--logit_bias ID=BIAS,...] [--stop S]...
 //              [--stop_token_ids ID,...] [--logprobs N] [--ids] PROMPT|@FILE|-
-//     score [--session ID] [--update_memory] [--ids] TEXT|@FILE|-
+//              [--recall on|off]
+//     score [--session ID] [--update_memory] [--ids] [--recall on|off] TEXT|@FILE|-
 //     tokenize [--add_special_tokens] TEXT|@FILE|-
 //     detokenize [--skip_special_tokens] IDS|@FILE|-
-//     session create [--id ID] | get ID | list | delete ID
+//     session create [--id ID] [--remember [--remember_capacity N]] | get ID | list | delete ID
 //     models
 //     health [--service NAME]
 //
@@ -42,6 +43,13 @@ ABSL_FLAG(std::string, address, "127.0.0.1:50051", "Server address (any gRPC tar
 ABSL_FLAG(absl::Duration, timeout, absl::Seconds(60),
           "Deadline of each call (for generate: the whole stream), e.g. 60s, 5m, inf.");
 ABSL_FLAG(std::string, session, "", "Session id (generate, score); empty = one-shot.");
+ABSL_FLAG(std::string, recall, "",
+          "generate, score: recall from the sequence's own history, on or off (empty = on for "
+          "a session created with --remember; docs/recall.md).");
+ABSL_FLAG(bool, remember, false,
+          "session create: remember every token the session reads and generates (recall).");
+ABSL_FLAG(int64_t, remember_capacity, 0,
+          "session create --remember: tokens kept; 0 = the server's default.");
 ABSL_FLAG(int32_t, max_new_tokens, 0, "Tokens to generate; 0 = the server's default.");
 ABSL_FLAG(std::optional<float>, temperature, std::nullopt, "Sampling temperature; 0 = greedy.");
 ABSL_FLAG(int32_t, top_k, 0, "Keep only the k most likely tokens; 0 = off.");
@@ -89,11 +97,11 @@ commands:
   generate [--session ID] [--max_new_tokens N] [--temperature T] [--top_k K] [--top_p P]
            [--seed S] [--repetition_penalty R] [--min_p P] [--presence_penalty P]
            [--frequency_penalty P] [--logit_bias ID=BIAS,...] [--stop S]...
-           [--stop_token_ids ID,...] [--logprobs N] [--ids] PROMPT
-  score [--session ID] [--update_memory] [--ids] TEXT
+           [--stop_token_ids ID,...] [--logprobs N] [--ids] [--recall on|off] PROMPT
+  score [--session ID] [--update_memory] [--ids] [--recall on|off] TEXT
   tokenize [--add_special_tokens] TEXT
   detokenize [--skip_special_tokens] IDS
-  session create [--id ID] | get ID | list | delete ID
+  session create [--id ID] [--remember [--remember_capacity N]] | get ID | list | delete ID
   models
   health [--service mnemo.v1.Generation]
 
@@ -190,6 +198,17 @@ std::string Quote(const std::string& text, bool escape_high = false) {
   return out + "\"";
 }
 
+// --recall on|off into a request's Recall (empty: left unset, the server's default).
+absl::Status SetRecall(mnemo::v1::Recall* recall) {
+  const std::string value = absl::GetFlag(FLAGS_recall);
+  if (value.empty()) return absl::OkStatus();
+  if (value != "on" && value != "off") {
+    return absl::InvalidArgumentError("--recall must be on or off, got " + value);
+  }
+  recall->set_enabled(value == "on");
+  return absl::OkStatus();
+}
+
 int RunGenerate(Client& client, const std::vector<std::string>& args,
                 const std::vector<std::string>& stops) {
   if (args.size() != 1) return Usage("generate takes exactly one PROMPT argument");
@@ -204,6 +223,9 @@ int RunGenerate(Client& client, const std::vector<std::string>& args,
     request.mutable_prompt_token_ids()->Add(ids->begin(), ids->end());
   } else {
     request.set_prompt(*prompt);
+  }
+  if (absl::Status s = SetRecall(request.mutable_recall()); !s.ok()) {
+    return Usage(std::string(s.message()));
   }
   request.set_max_new_tokens(absl::GetFlag(FLAGS_max_new_tokens));
   mnemo::v1::SamplingParams* sampling = request.mutable_sampling();
@@ -282,6 +304,9 @@ int RunScore(Client& client, const std::vector<std::string>& args) {
     request.set_text(*text);
   }
   request.set_update_memory(absl::GetFlag(FLAGS_update_memory));
+  if (absl::Status s = SetRecall(request.mutable_recall()); !s.ok()) {
+    return Usage(std::string(s.message()));
+  }
   absl::StatusOr<mnemo::v1::ScoreResponse> response = client.Score(request);
   if (!response.ok()) return PrintError(response.status());
   std::cout << absl::StrFormat(
@@ -320,9 +345,11 @@ int RunDetokenize(Client& client, const std::vector<std::string>& args) {
 void PrintSession(const mnemo::v1::Session& s) {
   std::cout << absl::StrFormat(
       "session_id: %s\nmodel: %s\ntokens_seen: %d\nmemory: xl_tokens=%d compressed_slots=%d "
-      "knn_entries=%d bytes=%d\ncreate_time: %s\nlast_use_time: %s\nbusy: %s\n",
+      "knn_entries=%d remembered_tokens=%d bytes=%d\ncreate_time: %s\nlast_use_time: %s\n"
+      "busy: %s\n",
       s.session_id(), s.model(), s.tokens_seen(), s.memory().xl_tokens(),
-      s.memory().compressed_slots(), s.memory().knn_entries(), s.memory().bytes(),
+      s.memory().compressed_slots(), s.memory().knn_entries(), s.memory().remembered_tokens(),
+      s.memory().bytes(),
       absl::FormatTime(absl::FromUnixSeconds(s.create_time()), absl::UTCTimeZone()),
       absl::FormatTime(absl::FromUnixSeconds(s.last_use_time()), absl::UTCTimeZone()),
       s.busy() ? "true" : "false");
@@ -332,7 +359,11 @@ int RunSession(Client& client, const std::vector<std::string>& args) {
   if (args.empty()) return Usage("session needs one of: create, get ID, list, delete ID");
   const std::string& verb = args[0];
   if (verb == "create" && args.size() == 1) {
-    absl::StatusOr<mnemo::v1::Session> session = client.CreateSession(absl::GetFlag(FLAGS_id));
+    mnemo::v1::CreateSessionRequest request;
+    request.set_session_id(absl::GetFlag(FLAGS_id));
+    request.set_remember(absl::GetFlag(FLAGS_remember));
+    request.set_remember_capacity(absl::GetFlag(FLAGS_remember_capacity));
+    absl::StatusOr<mnemo::v1::Session> session = client.CreateSession(request);
     if (!session.ok()) return PrintError(session.status());
     std::cout << session->session_id() << "\n";  // bare, so SID=$(mnemo session create) works
     return kExitOk;

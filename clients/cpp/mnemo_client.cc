@@ -95,9 +95,14 @@ absl::StatusOr<std::string> Client::Detokenize(const std::vector<int>& ids,
 }
 
 absl::StatusOr<mnemo::v1::Session> Client::CreateSession(const std::string& session_id) {
-  std::unique_ptr<grpc::ClientContext> context = NewContext();
   mnemo::v1::CreateSessionRequest request;
   request.set_session_id(session_id);
+  return CreateSession(request);
+}
+
+absl::StatusOr<mnemo::v1::Session> Client::CreateSession(
+    const mnemo::v1::CreateSessionRequest& request) {
+  std::unique_ptr<grpc::ClientContext> context = NewContext();
   mnemo::v1::Session response;
   grpc::Status status = sessions_->CreateSession(context.get(), request, &response);
   if (!status.ok()) return FromGrpcStatus(status);

@@ -66,6 +66,7 @@ class Client {
   absl::StatusOr<std::string> Detokenize(const std::vector<int>& ids, bool skip_special_tokens);
 
   absl::StatusOr<mnemo::v1::Session> CreateSession(const std::string& session_id);
+  absl::StatusOr<mnemo::v1::Session> CreateSession(const mnemo::v1::CreateSessionRequest& request);
   absl::StatusOr<mnemo::v1::Session> GetSession(const std::string& session_id);
   // Follows next_page_token until the server has listed every session.
   absl::StatusOr<std::vector<mnemo::v1::Session>> ListSessions();

@@ -308,7 +308,7 @@ class BenchErrorTest(BenchTestBase):
             (["--requests", "2", "--duration", "1s"], "not both"),
             (["--requests", "-1"], "--requests"),
             (["--max_new_tokens", "0"], "--max_new_tokens"),
-            (["--sessions", "shared"], "--sessions must be fresh or reuse"),
+            (["--sessions", "shared"], "--sessions must be fresh, reuse or remember"),
             (["--early_exit", "yes"], "--early_exit must be on or off"),
             (["--exit_threshold", "0.5"], "--exit_threshold needs --early_exit on"),
             (["--early_exit", "on", "--exit_threshold", "1.5"], "--exit_threshold must be"),

@@ -13,6 +13,7 @@ The server process is always stopped, whatever fails.
 import ctypes
 import math
 import os
+import random
 import shutil
 import signal
 import socket
@@ -471,6 +472,42 @@ class EndToEndTest(unittest.TestCase):
         python_text = self.client.generate("CLI prompt", max_new_tokens=24, temperature=0.9,
                                            seed=42).text()
         self.assertEqual(stdout, python_text.encode() + b"\n")
+
+    def test_recall_through_python_and_cli(self):
+        # A code stated once, 3 KB of other bytes, then the statement's prefix: a session
+        # created with remember gives the code back (the tiny random model cannot on its own).
+        rng = random.Random(7)
+        filler = "".join(rng.choice("abcdefghij \n") for _ in range(3000))
+        prompt = ("The vault code is 83Q1Z7. Remember it.\n" + filler +
+                  "\nWhat is the vault code? The vault code is ")
+        remembers = self.client.create_session(remember=True)
+        forgets = self.client.create_session()
+        def answer(session_id, **kwargs):
+            return "".join(c.text for c in self.client.generate(
+                prompt, session_id=session_id, max_new_tokens=6, temperature=0, **kwargs))
+        self.assertEqual(answer(remembers.session_id), "83Q1Z7")
+        self.assertNotEqual(answer(forgets.session_id), "83Q1Z7")
+        info = self.client.get_session(remembers.session_id)
+        self.assertEqual(info.memory.remembered_tokens, info.tokens_seen + 1)  # + BOS
+        with self.assertRaises(MnemoError) as raised:
+            answer(forgets.session_id, recall=True)
+        self.assertEqual(raised.exception.code, grpc.StatusCode.FAILED_PRECONDITION)
+        with self.assertRaises(MnemoError) as raised:
+            answer("", recall={"max_lambda": 2.0})
+        self.assertEqual(raised.exception.code, grpc.StatusCode.INVALID_ARGUMENT)
+        self.assertIn("recall.max_lambda", raised.exception.message)
+        # The CLI: session create --remember, then generate on it.
+        created = self.run_cli("session", "create", "--remember")
+        self.assertEqual(created.returncode, 0, created.stderr)
+        sid = created.stdout.decode().strip()
+        generated = self.run_cli("generate", "--session", sid, "--max_new_tokens", "6",
+                                 "--temperature", "0", prompt)
+        self.assertEqual(generated.returncode, 0, generated.stderr)
+        self.assertEqual(generated.stdout, b"83Q1Z7\n")
+        got = self.run_cli("session", "get", sid)
+        self.assertIn(b"remembered_tokens=", got.stdout)
+        bad = self.run_cli("generate", "--recall", "maybe", "x")
+        self.assertEqual(bad.returncode, 2)
 
     def test_cli_sessions_score_and_errors(self):
         created = self.run_cli("session", "create", "--id", "cli-session")

@@ -14,11 +14,14 @@ namespace mnemo::bench {
 
 enum class SessionMode {
   kFresh,  // every request is a one-shot Generate (empty session_id: a fresh, discarded memory)
-  kReuse,  // each stream creates one session and sends all its requests on it
+  kReuse,     // each stream creates one session and sends all its requests on it
+  kRemember,  // as kReuse, the sessions created with remember (recall on; docs/recall.md)
 };
 
 inline const char* SessionModeName(SessionMode mode) {
-  return mode == SessionMode::kReuse ? "reuse" : "fresh";
+  return mode == SessionMode::kReuse      ? "reuse"
+         : mode == SessionMode::kRemember ? "remember"
+                                          : "fresh";
 }
 
 struct LoadConfig {

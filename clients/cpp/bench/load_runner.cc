@@ -61,9 +61,11 @@ absl::StatusOr<LevelRecords> LoadRunner::Run() {
     in_flight_.assign(config_.concurrency, {});
   }
   session_ids_.assign(config_.concurrency, "");
-  if (config_.sessions == SessionMode::kReuse) {
+  if (config_.sessions != SessionMode::kFresh) {
     for (int i = 0; i < config_.concurrency; ++i) {
-      absl::StatusOr<v1::Session> session = sessions_client_.CreateSession("");
+      v1::CreateSessionRequest request;
+      request.set_remember(config_.sessions == SessionMode::kRemember);
+      absl::StatusOr<v1::Session> session = sessions_client_.CreateSession(request);
       if (!session.ok()) {
         for (int j = 0; j < i; ++j) (void)sessions_client_.DeleteSession(session_ids_[j]);
         return absl::Status(session.status().code(),
@@ -83,7 +85,7 @@ absl::StatusOr<LevelRecords> LoadRunner::Run() {
   if (measure) RunPhase(Phase::kMeasure);
 
   int delete_failures = 0;
-  if (config_.sessions == SessionMode::kReuse) {
+  if (config_.sessions != SessionMode::kFresh) {
     for (const std::string& id : session_ids_) {
       if (!sessions_client_.DeleteSession(id).ok()) ++delete_failures;
     }

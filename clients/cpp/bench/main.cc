@@ -3,7 +3,7 @@
 // and plot.h. Usage and the meaning of every number: docs/bench.md.
 //
 //   mnemo-bench [--target HOST:PORT] [--concurrency N|N,N,...] [--requests N | --duration 30s]
-//               [--prompt_tokens N | --prompt_file F] [--max_new_tokens N] [--sessions fresh|reuse]
+//               [--prompt_tokens N | --prompt_file F] [--max_new_tokens N] [--sessions fresh|reuse|remember]
 //               [--early_exit on|off] [--exit_threshold T] [--json PATH] [--plot PATH.png] ...
 //
 // Exit status: 0 when every request succeeded; 1 when any failed or the run could not start or
@@ -62,7 +62,8 @@ ABSL_FLAG(std::string, prompt_file, "",
 ABSL_FLAG(int32_t, max_new_tokens, 64, "Tokens to generate per request.");
 ABSL_FLAG(std::string, sessions, "fresh",
           "fresh: one-shot requests (a new, discarded memory each); reuse: each stream creates "
-          "one session and sends all its requests on it.");
+          "one session and sends all its requests on it; remember: as reuse, the sessions "
+          "created with remember (recall on).");
 ABSL_FLAG(std::string, early_exit, "off", "CALM early exit: on or off.");
 ABSL_FLAG(std::optional<float>, exit_threshold, std::nullopt,
           "Early-exit confidence threshold in (0, 1] (with --early_exit on); unset = the "
@@ -104,7 +105,7 @@ constexpr char kUsage[] = R"(load generator for a mnemo server.
 
   mnemo-bench [--target HOST:PORT] [--concurrency N|N,N,...] [--requests N | --duration 30s]
               [--warmup N] [--prompt_tokens N | --prompt_file FILE] [--max_new_tokens N]
-              [--sessions fresh|reuse] [--early_exit on|off] [--exit_threshold T]
+              [--sessions fresh|reuse|remember] [--early_exit on|off] [--exit_threshold T]
               [--exit_measure softmax|saturation|classifier]
               [--temperature T] [--seed S] [--deadline 120s] [--json PATH] [--plot PATH.png]
 
@@ -161,9 +162,11 @@ absl::StatusOr<bench::LoadConfig> ConfigFromFlags() {
     c.sessions = bench::SessionMode::kFresh;
   } else if (sessions == "reuse") {
     c.sessions = bench::SessionMode::kReuse;
+  } else if (sessions == "remember") {
+    c.sessions = bench::SessionMode::kRemember;
   } else {
     return absl::InvalidArgumentError(
-        absl::StrCat("--sessions must be fresh or reuse, got '", sessions, "'"));
+        absl::StrCat("--sessions must be fresh, reuse or remember, got '", sessions, "'"));
   }
   const std::string early_exit = absl::GetFlag(FLAGS_early_exit);
   if (early_exit != "on" && early_exit != "off") {
