@@ -13,12 +13,14 @@ session, then each asked once (a Generate on the same session).
 
     /usr/bin/python3 scripts/recall_server.py --address 127.0.0.1:50051 \\
         --model models/mnemo-stdlib --distances 8192,32768,131072,1048576 \\
-        --trials 20,20,20,5 --off_trials 5,5,5,1 --facts 131072 --out docs/results/recall
+        --trials 20,20,20,5 --off_trials 5,5,5,1 --facts 131072 --bpb_files 8 \\
+        --out docs/results/recall
 """
 
 import argparse
 import glob
 import json
+import math
 import os
 import random
 import string
@@ -143,6 +145,35 @@ def facts_trial(client, sources, distance, seed, knn_capacity):
     return asked
 
 
+def bits_per_byte(client, model_dir, files, max_bytes):
+    """One-shot Score of the first `max_bytes` of each text of at least that size, recall off
+    and on: the held-out files (mnemo-eval's evaluation files), and the licence texts (prose)."""
+    split = json.load(open(os.path.join(model_dir, "split.json")))
+    code = sorted(p if os.path.isabs(p) else os.path.join(split["root"], p)
+                  for p in split["validation"])
+    code = [p for p in code if os.path.getsize(p) >= max_bytes][:files]
+    # The largest licence texts (links resolved, each once), up to max_bytes of each.
+    licences = {os.path.realpath(p) for p in glob.glob("/usr/share/common-licenses/*")}
+    prose_paths = sorted((p for p in licences if os.path.isfile(p)), key=os.path.getsize,
+                         reverse=True)[:files]
+    out = {}
+    for name, paths in (("held-out code", code), ("licence prose", prose_paths)):
+        out[name] = {"files": paths}
+        for recall in (False, True):
+            total, size = 0.0, 0
+            for path in paths:
+                text = open(path, encoding="utf-8").read()[:max_bytes]
+                r = client.score(text, recall=recall)
+                total += r.total_logprob
+                size += r.byte_count
+            key = "on" if recall else "off"
+            out[name][key] = -total / math.log(2) / size
+            out[name]["bytes"] = size
+            print(f"bits per byte, {name}, recall {key}: {out[name][key]:.4f} "
+                  f"({size} bytes, {len(paths)} files)", flush=True)
+    return out
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -160,8 +191,12 @@ def main():
     parser.add_argument("--itl_trials", type=int, default=0,
                         help="trials per cell that also time 32 more tokens (decode latency)")
     parser.add_argument("--out", default="", help="directory for recall.json")
+    parser.add_argument("--bpb_files", type=int, default=0,
+                        help="also score this many held-out files (first --bpb_bytes each), "
+                             "recall off and on")
+    parser.add_argument("--bpb_bytes", type=int, default=32768)
     args = parser.parse_args()
-    client = Client(args.address)
+    client = Client(args.address, timeout=7200)
     sources = {"held-out code": held_out(args.model), "licence prose": prose()}
     distances = [int(d) for d in args.distances.split(",")]
     trials = [int(t) for t in args.trials.split(",")]
@@ -186,6 +221,11 @@ def main():
             if args.out:
                 os.makedirs(args.out, exist_ok=True)
                 json.dump(report, open(os.path.join(args.out, "recall.json"), "w"), indent=1)
+    if args.bpb_files:
+        report["bits_per_byte"] = bits_per_byte(client, args.model, args.bpb_files, args.bpb_bytes)
+        if args.out:
+            os.makedirs(args.out, exist_ok=True)
+            json.dump(report, open(os.path.join(args.out, "recall.json"), "w"), indent=1)
     for t in range(args.facts_trials if args.facts else 0):
         asked = facts_trial(client, sources, args.facts, args.seed + 500 + t, args.knn_capacity)
         report["facts"].append({"distance": args.facts, "asked": asked,

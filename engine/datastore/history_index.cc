@@ -18,8 +18,12 @@ uint64_t Mix(uint64_t h, uint32_t token) {
 }  // namespace
 
 HistoryIndex::HistoryIndex(int64_t capacity) : capacity_(std::max<int64_t>(1, capacity)) {
-  for (size_t t = 0; t < kLengths.size(); ++t) heads_[t].assign(kMinBuckets, -1);
-  bucket_mask_ = kMinBuckets - 1;
+  // About one bucket per two remembered tokens at capacity, fixed from the start: growing the
+  // tables would mean rehashing everything, a pause of seconds at millions of tokens.
+  int64_t buckets = kMinBuckets;
+  while (buckets * 2 < capacity_) buckets *= 2;
+  for (size_t t = 0; t < kLengths.size(); ++t) heads_[t].assign(static_cast<size_t>(buckets), -1);
+  bucket_mask_ = static_cast<uint64_t>(buckets - 1);
 }
 
 uint64_t HistoryIndex::HashEndingAt(int64_t end, int length) const {
@@ -57,26 +61,6 @@ void HistoryIndex::Append(int token, int bytes) {
     const uint64_t bucket = HashEndingAt(p, length) & bucket_mask_;
     chain_[t][slot] = heads_[t][bucket];
     heads_[t][bucket] = p;
-  }
-  // Keep about one bucket per remembered token: rebuild at double size (amortised O(1)).
-  if (static_cast<uint64_t>(size()) > 2 * (bucket_mask_ + 1) &&
-      static_cast<int64_t>(bucket_mask_ + 1) < capacity_) {
-    const int64_t buckets = static_cast<int64_t>(bucket_mask_ + 1) * 4;
-    bucket_mask_ = static_cast<uint64_t>(buckets - 1);
-    for (size_t t = 0; t < kLengths.size(); ++t) {
-      heads_[t].assign(static_cast<size_t>(buckets), -1);
-      const int length = kLengths[t];
-      for (int64_t q = oldest(); q < next_; ++q) {
-        const size_t s = static_cast<size_t>(q % capacity_);
-        if (q - length < oldest()) {
-          chain_[t][s] = -1;
-          continue;
-        }
-        const uint64_t bucket = HashEndingAt(q, length) & bucket_mask_;
-        chain_[t][s] = heads_[t][bucket];
-        heads_[t][bucket] = q;
-      }
-    }
   }
 }
 

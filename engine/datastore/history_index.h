@@ -13,8 +13,9 @@
 // few context lengths ℓ a hash table from the hash of ℓ tokens to the most recent position it
 // preceded, with a chain to the previous position of the same bucket. Append and Query are
 // O(ℓ) each (plus a bounded chain walk), independent of how much is remembered, so the cost per
-// token stays flat from 1K to 1M tokens. Memory: 4 + 1 + 16 * kLengths bytes per token of
-// capacity, plus the heads. Not thread-safe (it lives in a SequenceState).
+// token stays flat from 1K to 1M tokens. Memory: 29 bytes per remembered token (token, byte
+// length, a chain link per length) and the tables' heads, sized once for the capacity (12 bytes
+// per token of capacity, at least 24 KB). Not thread-safe (it lives in a SequenceState).
 #ifndef MNEMO_ENGINE_DATASTORE_HISTORY_INDEX_H_
 #define MNEMO_ENGINE_DATASTORE_HISTORY_INDEX_H_
 
