@@ -100,7 +100,13 @@ def passkey_trial(client, sources, distance, seed, remember, knn_capacity, measu
     source_name = rng.choice(sorted(sources))
     answer = code(rng)
     text = statement.format(code=answer) + filler(sources[source_name], distance, rng) + question
-    session = client.create_session(remember=remember, knn_capacity=knn_capacity)
+    # Room for the whole text (the default capacity, 1 M tokens, would forget the statement of
+    # a 1 MB trial by a few hundred tokens).
+    capacity = 1 << 20
+    while capacity < len(text.encode()) + 1024:
+        capacity *= 2
+    session = client.create_session(remember=remember, knn_capacity=knn_capacity,
+                                    remember_capacity=capacity if remember else 0)
     start = time.time()
     out = "".join(c.text for c in client.generate(text, session_id=session.session_id,
                                                    max_new_tokens=len(answer) + 2,
