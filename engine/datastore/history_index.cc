@@ -67,15 +67,17 @@ void HistoryIndex::Append(int token, int bytes) {
 RecallPrediction HistoryIndex::Query() const {
   RecallPrediction out;
   const int64_t end = next_;
+  std::vector<std::pair<int64_t, int>> found;  // (common suffix length, next token)
+  found.reserve(kMaxOccurrences);
   for (int t = static_cast<int>(kLengths.size()) - 1; t >= 0; --t) {
     const int length = kLengths[t];
     if (end - length < oldest()) continue;
     const uint64_t bucket = HashEndingAt(end, length) & bucket_mask_;
-    std::vector<std::pair<int64_t, int>> found;  // (common suffix length, next token)
+    found.clear();
     int examined = 0;
+    // Every entry p < end: it is written only once its value (the token at p) is appended.
     for (int64_t p = heads_[t][bucket]; p >= oldest() && examined < kMaxOccurrences;
          p = chain_[t][p % capacity_], ++examined) {
-      if (p >= end) continue;  // cannot happen: entries are written only with their value
       const int64_t common = CommonSuffix(p, end);
       if (common >= length) found.emplace_back(common, token_at(p));
     }

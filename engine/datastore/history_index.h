@@ -82,11 +82,11 @@ class HistoryIndex {
 struct RecallOptions {
   float max_lambda = 0.9f;    // λ for a long, unanimous match
   int min_match_bytes = 8;    // shorter matches are not used (λ = 0)
-  int full_match_bytes = 16;  // λ reaches max_lambda at this many matched bytes
+  int full_match_bytes = 16;  // ramp = (matched - min + 1) / (full - min): 1 from full - 1 bytes
 };
 
 // λ for a prediction: 0 below min_match_bytes, rising linearly to max_lambda at
-// full_match_bytes, times the share of the most common continuation (earlier occurrences that
+// full_match_bytes - 1, times the share of the most common continuation (earlier occurrences that
 // disagree lower confidence).
 float RecallLambda(const RecallPrediction& prediction, const RecallOptions& options);
 

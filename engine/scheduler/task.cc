@@ -30,8 +30,8 @@ absl::StatusOr<RecallPlan> ResolveRecall(const engine::RecallRequest& request,
   RecallPlan plan;
   const bool remembers = session != nullptr && session->state.history != nullptr;
   plan.enabled = request.enabled.value_or(remembers);
-  if (plan.options.max_lambda = request.max_lambda.value_or(plan.options.max_lambda);
-      request.min_match_bytes.has_value()) {
+  plan.options.max_lambda = request.max_lambda.value_or(plan.options.max_lambda);
+  if (request.min_match_bytes.has_value()) {
     plan.options.min_match_bytes = *request.min_match_bytes;
     plan.options.full_match_bytes = plan.options.min_match_bytes + 8;
   }

@@ -46,15 +46,9 @@ class RecallTest : public SchedulerTest {
   }
   absl::StatusOr<ScoreResult> ScoreRecall(const std::string& session, const std::string& text,
                                           bool update_memory, std::optional<bool> recall) {
-    Waiter<absl::StatusOr<ScoreResult>> w;
-    ScoreOptions options;
-    options.session_id = session;
-    options.text = text;
-    options.update_memory = update_memory;
-    options.token_logprobs = true;
-    options.recall.enabled = recall;
-    scheduler_->SubmitScore(options, w.Callback());
-    return w.Wait();
+    engine::RecallRequest request;
+    request.enabled = recall;
+    return Score(session, text, update_memory, /*token_logprobs=*/true, request);
   }
 };
 

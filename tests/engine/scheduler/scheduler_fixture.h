@@ -99,13 +99,15 @@ class SchedulerTest : public ::testing::Test {
     return w.Wait();
   }
   absl::StatusOr<ScoreResult> Score(const std::string& session, const std::string& text,
-                                    bool update_memory, bool token_logprobs = false) {
+                                    bool update_memory, bool token_logprobs = false,
+                                    engine::RecallRequest recall = {}) {
     Waiter<absl::StatusOr<ScoreResult>> w;
     ScoreOptions options;
     options.session_id = session;
     options.text = text;
     options.update_memory = update_memory;
     options.token_logprobs = token_logprobs;
+    options.recall = recall;
     scheduler_->SubmitScore(options, w.Callback());
     return w.Wait();
   }
