@@ -121,6 +121,19 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& confi
   std::shared_ptr<const datastore::DatastoreCatalog> datastores = std::move(catalog);
 
   scheduler::SchedulerConfig sc;
+  if (!config.session_dir.empty()) {
+    if (config.session_log_compact_bytes <= 0) {
+      return absl::InvalidArgumentError("session_log_compact_bytes must be > 0");
+    }
+    session::JournalObserver observer{config.session_snapshot_observer,
+                                      config.session_restore_observer,
+                                      config.session_log_observer};
+    MNEMO_ASSIGN_OR_RETURN(
+        sc.sessions.journal,
+        session::SessionJournal::Open(
+            {config.session_dir, model_id.ToString(), config.session_log_compact_bytes},
+            std::move(observer)));
+  }
   sc.limits.default_max_new_tokens = config.default_max_new_tokens;
   sc.limits.max_new_tokens_cap = config.max_new_tokens_cap;
   sc.limits.max_top_logprobs = config.max_top_logprobs;

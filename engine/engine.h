@@ -70,6 +70,16 @@ struct EngineConfig {
   // ask for.
   int64_t remember_capacity = int64_t{1} << 20;
   int64_t max_remember_capacity = int64_t{1} << 24;
+  // Durable sessions (docs/durability.md): the directory of their snapshots and logs, shared
+  // by replicas that may serve the same sessions; empty = sessions live in memory only. A
+  // session's log is folded into a new snapshot once it passes session_log_compact_bytes.
+  std::string session_dir;
+  int64_t session_log_compact_bytes = int64_t{64} << 20;
+  // Called on the thread that did the work (must not block): a snapshot written (its time and
+  // bytes), a session loaded from disk (its time), a log record appended (its bytes).
+  std::function<void(absl::Duration, int64_t)> session_snapshot_observer;
+  std::function<void(absl::Duration)> session_restore_observer;
+  std::function<void(int64_t)> session_log_observer;
   // Element type of the sessions' attention memory (raw and compressed keys/values): "float32"
   // (the model's) or "float16" (half the bytes per session and of what decode attention reads;
   // CPU only; docs/results/kv_dtype.md).

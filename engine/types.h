@@ -226,7 +226,8 @@ struct EngineStats {
   int waiting = 0;   // requests queued behind them
   int sessions = 0;
   int64_t session_memory_bytes = 0;
-  int64_t sessions_evicted_total = 0;  // by LRU or TTL
+  int64_t sessions_evicted_total = 0;  // by LRU or TTL (with --session_dir: LRU hibernates)
+  int64_t sessions_on_disk = 0;        // with --session_dir: sessions in the directory
   // Sessions' private kNN-LM datastores, all together (their bytes are also in
   // session_memory_bytes).
   int64_t session_datastore_entries = 0;

@@ -60,6 +60,14 @@ ABSL_FLAG(int64_t, remember_capacity, int64_t{1} << 20,
           "and of one-shot requests with recall on (docs/recall.md).");
 ABSL_FLAG(int64_t, max_remember_capacity, int64_t{1} << 24,
           "Largest remember_capacity a CreateSession may ask for (INVALID_ARGUMENT above).");
+ABSL_FLAG(std::string, session_dir, "",
+          "Durable sessions: keep every session's snapshot and call log in this directory "
+          "(created if missing; may be shared by replicas). A call's changes are on disk before "
+          "it returns; sessions survive restarts and crashes and load on first use. Empty = "
+          "sessions live in memory only. See docs/durability.md.");
+ABSL_FLAG(int64_t, session_log_compact_bytes, int64_t{64} << 20,
+          "With --session_dir: fold a session's log into a new snapshot once it passes this "
+          "many bytes.");
 ABSL_FLAG(int64_t, knn_exact_threshold, 16384,
           "kNN memories search exactly up to this many entries, through a FAISS IVF index "
           "beyond.");
@@ -140,6 +148,8 @@ mnemo::engine::EngineConfig EngineConfigFromFlags(const std::vector<std::string>
   config.max_knn_capacity = absl::GetFlag(FLAGS_max_knn_capacity);
   config.remember_capacity = absl::GetFlag(FLAGS_remember_capacity);
   config.max_remember_capacity = absl::GetFlag(FLAGS_max_remember_capacity);
+  config.session_dir = absl::GetFlag(FLAGS_session_dir);
+  config.session_log_compact_bytes = absl::GetFlag(FLAGS_session_log_compact_bytes);
   config.knn_exact_threshold = absl::GetFlag(FLAGS_knn_exact_threshold);
   config.kv_dtype = absl::GetFlag(FLAGS_kv_dtype);
   config.weight_dtype = absl::GetFlag(FLAGS_weight_dtype);

@@ -97,6 +97,26 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
       "Wall time of one kNN-LM datastore search (all of a step's queries, exact re-scoring "
       "included).",
       {0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1});
+  auto add_counter = [&r](const char* name, const char* help) {
+    return &prometheus::BuildCounter().Name(name).Help(help).Register(r).Add({});
+  };
+  session_snapshots_ = add_counter("mnemo_session_snapshots_total",
+                                   "Session snapshots written (--session_dir).");
+  session_snapshot_bytes_ = add_counter("mnemo_session_snapshot_bytes_total",
+                                        "Bytes of the session snapshots written.");
+  session_snapshot_seconds_ = AddHistogram(
+      r, "mnemo_session_snapshot_seconds",
+      "Time to write one session snapshot (encode, write, fsync, rename).",
+      {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10});
+  session_restores_ = add_counter("mnemo_session_restores_total",
+                                  "Sessions loaded from --session_dir (snapshot + log).");
+  session_restore_seconds_ = AddHistogram(
+      r, "mnemo_session_restore_seconds", "Time to load one session from --session_dir.",
+      {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10});
+  session_log_bytes_ = add_counter("mnemo_session_log_bytes_total",
+                                   "Bytes appended to session logs (one record per call).");
+  sessions_on_disk_ = AddGauge(r, "mnemo_sessions_on_disk",
+                               "Sessions in --session_dir (in memory or hibernated).");
   decode_batch_size_ = AddHistogram(r, "mnemo_decode_batch_size",
                                     "Streams decoded together in one batched decode step.",
                                     {1, 2, 4, 8, 16, 32, 64, 128, 256});
@@ -141,6 +161,7 @@ void Metrics::Refresh() const {
   running_->Set(stats.running);
   waiting_->Set(stats.waiting);
   sessions_->Set(stats.sessions);
+  sessions_on_disk_->Set(static_cast<double>(stats.sessions_on_disk));
   session_memory_bytes_->Set(static_cast<double>(stats.session_memory_bytes));
   session_datastore_entries_->Set(static_cast<double>(stats.session_datastore_entries));
   session_datastore_bytes_->Set(static_cast<double>(stats.session_datastore_bytes));
@@ -174,6 +195,21 @@ void Metrics::ObserveTokens(int count, absl::Duration gap) {
 void Metrics::ObserveExitLayer(int layer) { exit_layer_->Observe(layer); }
 
 void Metrics::ObserveDecodeBatch(int rows) { decode_batch_size_->Observe(rows); }
+
+void Metrics::ObserveSessionSnapshot(absl::Duration latency, int64_t bytes) {
+  session_snapshots_->Increment();
+  session_snapshot_bytes_->Increment(static_cast<double>(bytes));
+  session_snapshot_seconds_->Observe(absl::ToDoubleSeconds(latency));
+}
+
+void Metrics::ObserveSessionRestore(absl::Duration latency) {
+  session_restores_->Increment();
+  session_restore_seconds_->Observe(absl::ToDoubleSeconds(latency));
+}
+
+void Metrics::ObserveSessionLog(int64_t bytes) {
+  session_log_bytes_->Increment(static_cast<double>(bytes));
+}
 
 void Metrics::ObserveKnnSearch(absl::Duration latency) {
   knn_search_->Observe(absl::ToDoubleSeconds(latency));

@@ -66,6 +66,11 @@ class Metrics {
   void ObserveDecodeBatch(int rows);
   // One kNN-LM datastore search (engine loop thread).
   void ObserveKnnSearch(absl::Duration latency);
+  // Durable sessions (--session_dir): a snapshot written, a session loaded from disk, a log
+  // record appended.
+  void ObserveSessionSnapshot(absl::Duration latency, int64_t bytes);
+  void ObserveSessionRestore(absl::Duration latency);
+  void ObserveSessionLog(int64_t bytes);
   // The shared datastores' sizes (they never change once loaded).
   void SetDatastores(const std::vector<engine::DatastoreInfo>& datastores);
   void ObserveGenerateFinal(const engine::GenerateFinal& final, absl::Duration e2e);
@@ -92,6 +97,13 @@ class Metrics {
   prometheus::Gauge* sessions_ = nullptr;
   prometheus::Gauge* session_memory_bytes_ = nullptr;
   prometheus::Histogram* knn_search_ = nullptr;
+  prometheus::Counter* session_snapshots_ = nullptr;
+  prometheus::Counter* session_snapshot_bytes_ = nullptr;
+  prometheus::Histogram* session_snapshot_seconds_ = nullptr;
+  prometheus::Counter* session_restores_ = nullptr;
+  prometheus::Histogram* session_restore_seconds_ = nullptr;
+  prometheus::Counter* session_log_bytes_ = nullptr;
+  prometheus::Gauge* sessions_on_disk_ = nullptr;
   prometheus::Histogram* decode_batch_size_ = nullptr;
   prometheus::Family<prometheus::Gauge>* datastore_entries_ = nullptr;
   prometheus::Family<prometheus::Gauge>* datastore_bytes_ = nullptr;

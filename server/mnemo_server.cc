@@ -56,6 +56,13 @@ absl::Status MnemoServer::LoadEngine(const engine::EngineConfig& config) {
     metrics->ObserveKnnSearch(latency);
   };
   observed.decode_batch_observer = [metrics](int rows) { metrics->ObserveDecodeBatch(rows); };
+  observed.session_snapshot_observer = [metrics](absl::Duration latency, int64_t bytes) {
+    metrics->ObserveSessionSnapshot(latency, bytes);
+  };
+  observed.session_restore_observer = [metrics](absl::Duration latency) {
+    metrics->ObserveSessionRestore(latency);
+  };
+  observed.session_log_observer = [metrics](int64_t bytes) { metrics->ObserveSessionLog(bytes); };
   absl::StatusOr<std::unique_ptr<engine::Engine>> engine = engine::Engine::Create(observed);
   if (!engine.ok()) return engine.status();
   ServeEngine(*std::move(engine));

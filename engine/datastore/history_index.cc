@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <string>
+
+#include "absl/strings/str_cat.h"
 
 namespace mnemo::datastore {
 namespace {
@@ -136,6 +139,64 @@ float MixRecall(absl::Span<float> logprobs, const RecallPrediction& prediction,
     lp = hi + std::log1p(std::exp(lo - hi));
   }
   return lambda;
+}
+
+}  // namespace mnemo::datastore
+
+namespace mnemo::datastore {
+
+void HistoryIndex::WriteTo(util::BinaryWriter& out) const {
+  out.I64(capacity_);
+  out.I64(next_);
+  out.Pod(tokens_);
+  out.Pod(bytes_);
+  for (size_t t = 0; t < kLengths.size(); ++t) {
+    out.Pod(heads_[t]);
+    out.Pod(chain_[t]);
+  }
+}
+
+absl::Status HistoryIndex::ReadFrom(util::BinaryReader& in) {
+  absl::StatusOr<int64_t> capacity = in.I64("recall history capacity");
+  if (!capacity.ok()) return capacity.status();
+  if (*capacity != capacity_) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("recall history: the file's capacity is ", *capacity, " tokens, this "
+                     "session's ", capacity_));
+  }
+  absl::StatusOr<int64_t> next = in.I64("recall history position");
+  absl::StatusOr<std::vector<int32_t>> tokens =
+      next.ok() ? in.Pod<int32_t>("recall history tokens") : next.status();
+  absl::StatusOr<std::vector<uint8_t>> bytes =
+      tokens.ok() ? in.Pod<uint8_t>("recall history bytes") : tokens.status();
+  if (!bytes.ok()) return bytes.status();
+  const size_t held = static_cast<size_t>(std::min(std::max<int64_t>(*next, 0), capacity_));
+  if (*next < 0 || tokens->size() != held || bytes->size() != held) {
+    return absl::DataLossError("recall history: ring sizes do not match its position");
+  }
+  std::array<std::vector<int64_t>, kLengths.size()> heads, chain;
+  for (size_t t = 0; t < kLengths.size(); ++t) {
+    absl::StatusOr<std::vector<int64_t>> h = in.Pod<int64_t>("recall history hash heads");
+    absl::StatusOr<std::vector<int64_t>> c =
+        h.ok() ? in.Pod<int64_t>("recall history chains") : h.status();
+    if (!c.ok()) return c.status();
+    if (h->size() != heads_[t].size() || c->size() != held) {
+      return absl::DataLossError("recall history: hash table sizes do not match");
+    }
+    for (const std::vector<int64_t>* v : {&*h, &*c}) {
+      for (int64_t p : *v) {
+        if (p < -1 || p >= *next) return absl::DataLossError("recall history: bad chain entry");
+      }
+    }
+    heads[t] = std::move(*h);
+    chain[t] = std::move(*c);
+  }
+  next_ = *next;
+  tokens_ = std::move(*tokens);
+  bytes_ = std::move(*bytes);
+  heads_ = std::move(heads);
+  chain_ = std::move(chain);
+  return absl::OkStatus();
 }
 
 }  // namespace mnemo::datastore

@@ -24,7 +24,9 @@
 #include <utility>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/types/span.h"
+#include "engine/util/binary_io.h"
 
 namespace mnemo::datastore {
 
@@ -54,6 +56,15 @@ class HistoryIndex {
   // The continuation of the earlier contexts that share the longest suffix with everything
   // appended so far.
   RecallPrediction Query() const;
+
+  // Durable sessions (docs/durability.md): the whole index, and back into an index of the same
+  // capacity (FAILED_PRECONDITION otherwise, DATA_LOSS for damaged bytes); afterwards Query
+  // answers exactly as the written index's would.
+  void WriteTo(util::BinaryWriter& out) const;
+  absl::Status ReadFrom(util::BinaryReader& in);
+  // The token and byte length appended at `position` (oldest() <= position < appended()).
+  int TokenAt(int64_t position) const { return token_at(position); }
+  int BytesAt(int64_t position) const { return bytes_[position % capacity_]; }
 
   int64_t size() const { return next_ < capacity_ ? next_ : capacity_; }  // tokens remembered
   int64_t appended() const { return next_; }                                // tokens ever appended

@@ -103,4 +103,44 @@ std::unique_ptr<SessionDatastore> SessionDatastore::Clone() const {
   return copy;
 }
 
+void SessionDatastore::WriteTo(util::BinaryWriter& out) const {
+  out.I64(d_);
+  out.I64(max_entries_);
+  out.I64(entries_);
+  if (entries_ == 0) return;
+  out.Tensor(keys_.narrow(0, 0, entries_));
+  out.Tensor(norms_.narrow(0, 0, entries_));
+  out.Pod(values_);
+}
+
+absl::StatusOr<std::unique_ptr<SessionDatastore>> SessionDatastore::ReadFrom(
+    util::BinaryReader& in) {
+  absl::StatusOr<int64_t> d = in.Count("session datastore d", 1 << 20);
+  absl::StatusOr<int64_t> max_entries =
+      d.ok() ? in.Count("session datastore max_entries", int64_t{1} << 40) : d.status();
+  absl::StatusOr<int64_t> entries =
+      max_entries.ok() ? in.Count("session datastore entries", int64_t{1} << 40)
+                       : max_entries.status();
+  if (!entries.ok()) return entries.status();
+  auto store = std::make_unique<SessionDatastore>(static_cast<int>(*d), *max_entries);
+  if (*entries == 0) return store;
+  absl::StatusOr<torch::Tensor> keys = in.NewTensor("session datastore keys");
+  absl::StatusOr<torch::Tensor> norms =
+      keys.ok() ? in.NewTensor("session datastore norms") : keys.status();
+  absl::StatusOr<std::vector<int32_t>> values =
+      norms.ok() ? in.Pod<int32_t>("session datastore values") : norms.status();
+  if (!values.ok()) return values.status();
+  if (!keys->defined() || !norms->defined() || keys->scalar_type() != torch::kFloat32 ||
+      norms->scalar_type() != torch::kFloat32 || keys->dim() != 2 || keys->size(0) != *entries ||
+      keys->size(1) != *d || norms->dim() != 1 || norms->size(0) != *entries ||
+      static_cast<int64_t>(values->size()) != *entries) {
+    return absl::DataLossError("session datastore: entry counts or shapes do not match");
+  }
+  store->keys_ = std::move(*keys);
+  store->norms_ = std::move(*norms);
+  store->values_ = std::move(*values);
+  store->entries_ = *entries;
+  return store;
+}
+
 }  // namespace mnemo::datastore

@@ -16,6 +16,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "engine/util/binary_io.h"
 #include "engine/datastore/neighbour_index.h"
 
 namespace mnemo::datastore {
@@ -38,6 +39,11 @@ class SessionDatastore : public NeighbourIndex {
   int64_t max_entries() const { return max_entries_; }
 
   std::unique_ptr<SessionDatastore> Clone() const;
+
+  // Durable sessions (docs/durability.md): the live entries, and a datastore read back from
+  // them (DATA_LOSS for damaged bytes) that searches exactly like this one.
+  void WriteTo(util::BinaryWriter& out) const;
+  static absl::StatusOr<std::unique_ptr<SessionDatastore>> ReadFrom(util::BinaryReader& in);
 
  private:
   void Reserve(int64_t entries);

@@ -4,6 +4,8 @@
 #include <faiss/IndexFlat.h>
 #include <faiss/IndexIVFFlat.h>
 #include <faiss/clone_index.h>
+#include <faiss/impl/io.h>
+#include <faiss/index_io.h>
 #include <faiss/impl/IDSelector.h>
 #include <faiss/invlists/InvertedLists.h>
 
@@ -69,6 +71,36 @@ std::unique_ptr<IvfHeadIndex> IvfHeadIndex::Clone() const {
   std::unique_ptr<IvfHeadIndex> out(new IvfHeadIndex());
   out->index_.reset(dynamic_cast<faiss::IndexIVFFlat*>(faiss::clone_index(index_.get())));
   out->centroids_ = centroids_.clone();
+  return out;
+}
+
+std::string IvfHeadIndex::Serialize() const {
+  faiss::VectorIOWriter writer;
+  faiss::write_index(index_.get(), &writer);
+  return std::string(writer.data.begin(), writer.data.end());
+}
+
+absl::StatusOr<std::unique_ptr<IvfHeadIndex>> IvfHeadIndex::Deserialize(const std::string& bytes) {
+  faiss::VectorIOReader reader;
+  reader.data.assign(bytes.begin(), bytes.end());
+  std::unique_ptr<faiss::Index> index;
+  try {
+    index.reset(faiss::read_index(&reader));
+  } catch (const std::exception& e) {
+    return absl::DataLossError(absl::StrCat("IVF index: FAISS cannot read it: ", e.what()));
+  }
+  auto* ivf = dynamic_cast<faiss::IndexIVFFlat*>(index.get());
+  auto* quantizer = ivf != nullptr ? dynamic_cast<faiss::IndexFlatIP*>(ivf->quantizer) : nullptr;
+  if (quantizer == nullptr ||
+      dynamic_cast<faiss::ArrayInvertedLists*>(ivf->invlists) == nullptr) {
+    return absl::DataLossError("IVF index: not an inner-product IndexIVFFlat with array lists");
+  }
+  std::unique_ptr<IvfHeadIndex> out(new IvfHeadIndex());
+  index.release();
+  out->index_.reset(ivf);
+  // The quantizer's vectors are the centroids Assign multiplies by.
+  out->centroids_ = torch::from_blob(quantizer->get_xb(), {ivf->nlist, ivf->d}, torch::kFloat32)
+                        .clone();
   return out;
 }
 

@@ -240,4 +240,84 @@ std::unique_ptr<KnnMemory> KnnMemory::Clone() const {
   return copy;
 }
 
+void KnnMemory::WriteTo(util::BinaryWriter& out) const {
+  out.I64(config_.heads);
+  out.I64(config_.dim);
+  out.I64(config_.capacity);
+  out.I64(config_.first_position);
+  out.I64(config_.exact_threshold);
+  out.I64(config_.nlist);
+  out.I64(next_position_);
+  out.I64(evict_sweep_);
+  out.I64(evict_credit_);
+  out.I64(evict_cursor_);
+  out.Tensor(keys_);
+  out.Tensor(values_);
+  out.I64(static_cast<int64_t>(ivf_.size()));
+  for (const auto& index : ivf_) out.Bytes(index->Serialize());
+}
+
+absl::Status KnnMemory::ReadFrom(util::BinaryReader& in) {
+  const int64_t expected[] = {config_.heads,      config_.dim,             config_.capacity,
+                              config_.first_position, config_.exact_threshold, config_.nlist};
+  const char* names[] = {"heads", "dim", "capacity", "first_position", "exact_threshold", "nlist"};
+  for (int i = 0; i < 6; ++i) {
+    MNEMO_ASSIGN_OR_RETURN(int64_t value, in.I64(absl::StrCat("kNN memory ", names[i])));
+    if (value != expected[i]) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("kNN memory: the file's ", names[i], " is ", value, ", this memory's ",
+                       expected[i], " (saved with other memory options or another model)"));
+    }
+  }
+  MNEMO_ASSIGN_OR_RETURN(const int64_t next, in.I64("kNN memory next_position"));
+  MNEMO_ASSIGN_OR_RETURN(const int64_t sweep, in.I64("kNN memory evict_sweep"));
+  MNEMO_ASSIGN_OR_RETURN(const int64_t credit, in.I64("kNN memory evict_credit"));
+  MNEMO_ASSIGN_OR_RETURN(const int64_t cursor, in.I64("kNN memory evict_cursor"));
+  MNEMO_ASSIGN_OR_RETURN(torch::Tensor keys, in.NewTensor("kNN memory keys"));
+  MNEMO_ASSIGN_OR_RETURN(torch::Tensor values, in.NewTensor("kNN memory values"));
+  const int64_t held = std::min(next - config_.first_position, config_.capacity);
+  if (next < config_.first_position || sweep < 1 || credit < 0 || cursor < 0 ||
+      !keys.defined() || !values.defined() || keys.scalar_type() != torch::kFloat32 ||
+      keys.dim() != 3 || keys.size(0) != config_.heads || keys.size(2) != config_.dim ||
+      keys.size(1) < held || keys.size(1) > config_.capacity ||
+      !values.sizes().equals(keys.sizes()) || values.scalar_type() != torch::kFloat32) {
+    return absl::DataLossError("kNN memory: inconsistent positions or ring shapes");
+  }
+  MNEMO_ASSIGN_OR_RETURN(const int64_t indexes, in.Count("kNN memory IVF indexes", config_.heads));
+  if (indexes != 0 && indexes != config_.heads) {
+    return absl::DataLossError("kNN memory: IVF indexes for some heads only");
+  }
+  std::vector<std::unique_ptr<IvfHeadIndex>> ivf;
+  for (int64_t h = 0; h < indexes; ++h) {
+    MNEMO_ASSIGN_OR_RETURN(std::string bytes, in.Bytes("kNN memory IVF index"));
+    MNEMO_ASSIGN_OR_RETURN(std::unique_ptr<IvfHeadIndex> index,
+                           IvfHeadIndex::Deserialize(bytes));
+    ivf.push_back(std::move(index));
+  }
+  keys_ = std::move(keys);
+  values_ = std::move(values);
+  next_position_ = next;
+  evict_sweep_ = sweep;
+  evict_credit_ = credit;
+  evict_cursor_ = static_cast<int>(cursor);
+  ivf_ = std::move(ivf);
+  return absl::OkStatus();
+}
+
+std::pair<torch::Tensor, torch::Tensor> KnnMemory::EntriesSince(int64_t position) const {
+  const int64_t n = next_position_ - position;
+  if (n == 0) {
+    torch::Tensor none = torch::empty({0, config_.heads, config_.dim}, torch::kFloat32);
+    return {none, none.clone()};
+  }
+  // The slots are one run, or two when the run wraps past the end of the ring.
+  const int64_t slot = SlotOf(position), head_run = std::min(n, capacity() - slot);
+  auto gather = [&](const torch::Tensor& ring) {  // [H, allocated, d] -> [n, H, d]
+    torch::Tensor run = ring.narrow(1, slot, head_run);
+    if (n > head_run) run = torch::cat({run, ring.narrow(1, 0, n - head_run)}, 1);
+    return run.transpose(0, 1).contiguous();
+  };
+  return {gather(keys_), gather(values_)};
+}
+
 }  // namespace mnemo::knn

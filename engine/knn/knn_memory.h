@@ -45,6 +45,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "engine/util/binary_io.h"
 
 namespace mnemo::knn {
 
@@ -132,6 +133,18 @@ class KnnMemory {
 
   // A deep copy (rings and indexes); the two are independent afterwards.
   std::unique_ptr<KnnMemory> Clone() const;
+
+  // Durable sessions (docs/durability.md). WriteTo writes the whole state: positions, rings,
+  // the IVF indexes (FAISS's format) and the eviction cursor. ReadFrom reads it into this
+  // memory, which must have been created with the same heads, dim, capacity, first position,
+  // exact threshold and nlist (FAILED_PRECONDITION naming the field otherwise; DATA_LOSS for
+  // damaged bytes); afterwards every Search answers exactly as the written memory's would.
+  void WriteTo(util::BinaryWriter& out) const;
+  absl::Status ReadFrom(util::BinaryReader& in);
+  // The entries appended at positions [position, next_position()), as keys and values
+  // [n, H, d] (copies): what Append of them adds to a memory that stood at `position`. Needs
+  // oldest_position() <= position <= next_position().
+  std::pair<torch::Tensor, torch::Tensor> EntriesSince(int64_t position) const;
 
   int64_t size() const;  // entries per head retained: min(appended, capacity)
   int64_t capacity() const { return config_.capacity; }

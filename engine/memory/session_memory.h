@@ -20,10 +20,12 @@
 #include <cstdint>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "engine/memory/layer_memory.h"
 #include "engine/memory/memory_shape.h"
 #include "engine/memory/segment_plan.h"
 #include "engine/memory/segment_write.h"
+#include "engine/util/binary_io.h"
 
 namespace mnemo::memory {
 
@@ -85,6 +87,30 @@ class SessionMemory {
   int64_t knn_entries() const;
   // Bytes held by every buffer (allocated capacity).
   int64_t bytes() const;
+
+  // Durable sessions (docs/durability.md; session_memory_io.cc). WriteTo writes every piece;
+  // ReadFrom reads them into this memory, which must have been made with the same shape and
+  // options (a fresh memory from the same model and options: FAILED_PRECONDITION naming the
+  // piece otherwise, DATA_LOSS for damaged bytes). Afterwards the memory computes exactly what
+  // the written one would, bit for bit.
+  void WriteTo(util::BinaryWriter& out) const;
+  absl::Status ReadFrom(util::BinaryReader& in);
+
+  // A delta: what changed since a Mark. WriteDeltaSince(mark) writes the counters and slot
+  // maps, the ring slots written since (whatever segments and calls wrote them) and the kNN
+  // entries appended since; ApplyDelta, on a memory equal to the marked one, makes it equal to
+  // this one. CanDelta is false when a delta cannot express the change: a kNN store in IVF mode
+  // (its index depends on how appends were grouped) or that evicted entries appended since the
+  // mark; write the whole memory then.
+  struct Mark {
+    int64_t next_position = 0;
+    std::vector<int64_t> raw_positions, cmp_groups;
+    std::vector<int64_t> knn_next;  // per layer; -1 = no kNN store
+  };
+  Mark MarkNow() const;
+  bool CanDelta(const Mark& mark) const;
+  void WriteDeltaSince(const Mark& mark, util::BinaryWriter& out) const;
+  absl::Status ApplyDelta(util::BinaryReader& in);
 
   // The pieces of a memory's state. Everything a SessionMemory remembers is one of these, and
   // ForEachPiece visits every one, in a fixed order: Clone, Clear and bytes() walk it, and

@@ -60,6 +60,12 @@ bool DatastoreAddTask::Step(StepContext& ctx) {
     return true;
   }
   if (created != nullptr) s.datastore = std::move(created);
+  if (absl::Status committed = CommitSession(session::CallKind::kDatastore,
+                                             static_cast<int64_t>(values.size()));
+      !committed.ok()) {
+    Fail(std::move(committed));
+    return true;
+  }
   engine::AddToDatastoreResult result;
   result.entries_added = static_cast<int64_t>(values.size());
   result.datastore = SessionDatastoreInfo(s, model_id_);

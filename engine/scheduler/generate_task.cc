@@ -254,6 +254,15 @@ void GenerateTask::Abort(const absl::Status& status, absl::Time now) {
 void GenerateTask::Finish(FinishReason reason, absl::Status status, absl::Time now) {
   if (finished_) return;
   finished_ = true;
+  // What the call fed is durable before its result goes out (whatever the outcome: the
+  // session's next call continues from what is in memory now).
+  if (absl::Status committed = CommitSession(
+          session::CallKind::kGenerate,
+          static_cast<int64_t>(prompt_fed_ + generated_.size()));
+      !committed.ok() && status.ok()) {
+    reason = FinishReason::kError;
+    status = std::move(committed);
+  }
   engine::GenerateFinal final;
   final.reason = reason;
   final.status = std::move(status);

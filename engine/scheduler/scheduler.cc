@@ -146,6 +146,9 @@ engine::EngineStats Scheduler::Stats() const {
   stats.sessions = session_count_.load(std::memory_order_relaxed);
   stats.session_memory_bytes = session_bytes_.load(std::memory_order_relaxed);
   stats.sessions_evicted_total = evicted_total_.load(std::memory_order_relaxed);
+  if (const session::SessionJournal* journal = config_.sessions.journal.get()) {
+    stats.sessions_on_disk = journal->sessions_on_disk();
+  }
   stats.session_datastore_entries = session_datastore_entries_.load(std::memory_order_relaxed);
   stats.session_datastore_bytes = session_datastore_bytes_.load(std::memory_order_relaxed);
   return stats;
@@ -217,6 +220,11 @@ void Scheduler::AdmitTask(Request& request, const std::string& session_id, absl:
     session = *found;
   }
   std::unique_ptr<Task> task = MakeTask(request, next_task_id_++, session);
+  if (session != nullptr && sessions_.journal() != nullptr) {
+    task->set_commit([this](const session::Session& s, session::CallKind kind, int64_t tokens) {
+      return sessions_.Commit(s, kind, tokens);
+    });
+  }
   if (std::unique_ptr<Task> runnable = session_queue_.Acquire(std::move(task))) {
     if (session != nullptr) sessions_.Touch(*session);
     ready_.push_back(std::move(runnable));

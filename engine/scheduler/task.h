@@ -19,6 +19,8 @@
 #include <torch/types.h>
 
 #include <cstdint>
+#include <functional>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
@@ -27,6 +29,7 @@
 #include "engine/scheduler/decode_batch.h"
 #include "engine/scheduler/knn_lm_step.h"
 #include "engine/session/session.h"
+#include "engine/session/session_snapshot.h"
 #include "engine/tokenizer/tokenizer.h"
 
 namespace mnemo::scheduler {
@@ -81,12 +84,26 @@ class Task {
   // The session the task runs on, or nullptr for a one-shot request.
   session::Session* session() const { return session_; }
 
+  // Durable sessions (docs/durability.md): how a session task makes what it changed durable
+  // before it delivers its result (SessionStore::Commit). Unset: nothing to do.
+  using CommitFn =
+      std::function<absl::Status(const session::Session&, session::CallKind, int64_t tokens)>;
+  void set_commit(CommitFn commit) { commit_ = std::move(commit); }
+
  protected:
   Task(uint64_t id, session::Session* session) : id_(id), session_(session) {}
+
+  // Commits the session's state (OK for one-shot tasks and without a CommitFn). Runs on the
+  // thread that finishes the task, which holds the session.
+  absl::Status CommitSession(session::CallKind kind, int64_t tokens) const {
+    if (session_ == nullptr || !commit_) return absl::OkStatus();
+    return commit_(*session_, kind, tokens);
+  }
 
  private:
   const uint64_t id_;
   session::Session* const session_;
+  CommitFn commit_;
 };
 
 // How many tokens the next prefill unit should take: up to the end of the current seg_len

@@ -34,7 +34,7 @@ absl::Status SessionStore::ValidateId(absl::string_view id) {
 std::string SessionStore::NewId() {
   while (true) {
     std::string id = absl::StrFormat("%016x%016x", id_rng_(), id_rng_());
-    if (!sessions_.contains(id)) return id;
+    if (!sessions_.contains(id) && (journal() == nullptr || !journal()->OnDisk(id))) return id;
   }
 }
 
@@ -61,7 +61,7 @@ absl::StatusOr<Session*> SessionStore::Create(absl::string_view requested_id,
   } else {
     if (absl::Status s = ValidateId(requested_id); !s.ok()) return s;
     id = std::string(requested_id);
-    if (sessions_.contains(id)) {
+    if (sessions_.contains(id) || (journal() != nullptr && journal()->OnDisk(id))) {
       return absl::AlreadyExistsError(absl::StrCat("session '", id, "' already exists"));
     }
   }
@@ -73,7 +73,17 @@ absl::StatusOr<Session*> SessionStore::Create(absl::string_view requested_id,
     session->state.history = std::make_unique<datastore::HistoryIndex>(remember_capacity);
   }
   session->bytes = session->held_bytes();
+  if (absl::Status room = MakeRoom(session->bytes); !room.ok()) return room;
+  const absl::Time now = clock_();
+  session->create_time = now;
+  session->last_use_time = now;
+  if (journal() != nullptr) {
+    if (absl::Status s = journal()->Create(*session); !s.ok()) return s;
+  }
+  return Insert(std::move(session));
+}
 
+absl::Status SessionStore::MakeRoom(int64_t bytes) {
   // Check that the limits can be met by evicting idle sessions before evicting any.
   int64_t idle_count = 0;
   int64_t idle_bytes = 0;
@@ -89,29 +99,32 @@ absl::StatusOr<Session*> SessionStore::Create(absl::string_view requested_id,
         "max_sessions (", config_.max_sessions,
         ") reached and every session is busy; retry later or raise --max_sessions"));
   }
-  if (total_bytes_ - idle_bytes + session->bytes > config_.max_memory_bytes) {
+  if (total_bytes_ - idle_bytes + bytes > config_.max_memory_bytes) {
     return absl::ResourceExhaustedError(absl::StrCat(
-        "max_memory_bytes (", config_.max_memory_bytes, ") cannot fit a new session of ",
-        session->bytes, " bytes beside the busy ones; retry later or raise the limit"));
+        "max_memory_bytes (", config_.max_memory_bytes, ") cannot fit a session of ", bytes,
+        " bytes beside the busy ones; retry later or raise the limit"));
   }
   while (static_cast<int64_t>(sessions_.size()) + 1 > config_.max_sessions) {
     Evict(LeastRecentlyUsedIdle(nullptr),
           absl::StrCat("evicted as least recently used (max_sessions ", config_.max_sessions,
-                       ")"));
+                       ")"),
+          /*hibernate=*/true);
   }
-  while (total_bytes_ + session->bytes > config_.max_memory_bytes) {
+  while (total_bytes_ + bytes > config_.max_memory_bytes) {
     Evict(LeastRecentlyUsedIdle(nullptr),
           absl::StrCat("evicted as least recently used (max_memory_bytes ",
-                       config_.max_memory_bytes, ")"));
+                       config_.max_memory_bytes, ")"),
+          /*hibernate=*/true);
   }
+  return absl::OkStatus();
+}
 
-  const absl::Time now = clock_();
-  session->create_time = now;
-  session->last_use_time = now;
+Session* SessionStore::Insert(std::unique_ptr<Session> session) {
   session->last_use_seq = ++use_seq_;
   total_bytes_ += session->bytes;
-  evicted_reason_.erase(id);  // the id is live again
+  evicted_reason_.erase(session->id);  // the id is live again
   Session* raw = session.get();
+  const std::string id = session->id;
   sessions_.emplace(id, std::move(session));
   return raw;
 }
@@ -119,6 +132,17 @@ absl::StatusOr<Session*> SessionStore::Create(absl::string_view requested_id,
 absl::StatusOr<Session*> SessionStore::Find(absl::string_view id) {
   auto it = sessions_.find(id);
   if (it != sessions_.end()) return it->second.get();
+  if (journal() != nullptr && journal()->OnDisk(id)) {
+    absl::StatusOr<std::unique_ptr<Session>> loaded = journal()->Load(
+        id, [this](int64_t knn_len) { return new_memory_(knn_len); });
+    if (!loaded.ok()) return loaded.status();
+    (*loaded)->bytes = (*loaded)->held_bytes();
+    if (absl::Status room = MakeRoom((*loaded)->bytes); !room.ok()) {
+      journal()->Release(**loaded, /*compact=*/false).IgnoreError();
+      return room;
+    }
+    return Insert(std::move(*loaded));
+  }
   auto why = evicted_reason_.find(id);
   if (why != evicted_reason_.end()) {
     return absl::NotFoundError(absl::StrCat("session '", id, "' not found: it was ", why->second));
@@ -128,14 +152,26 @@ absl::StatusOr<Session*> SessionStore::Find(absl::string_view id) {
 
 absl::Status SessionStore::Delete(absl::string_view id) {
   auto it = sessions_.find(id);
-  if (it == sessions_.end()) return Find(id).status();
+  if (it == sessions_.end()) {
+    if (journal() != nullptr && journal()->OnDisk(id)) return journal()->Remove(id);
+    return Find(id).status();
+  }
   if (it->second->busy) {
     return absl::FailedPreconditionError(
         absl::StrCat("session '", id, "' is busy with a request; delete it when it finishes"));
   }
+  if (journal() != nullptr) {
+    if (absl::Status s = journal()->Remove(id); !s.ok()) return s;
+  }
   total_bytes_ -= it->second->bytes;
   sessions_.erase(it);
   return absl::OkStatus();
+}
+
+absl::Status SessionStore::Commit(const Session& session, CallKind kind,
+                                  int64_t tokens_fed) const {
+  if (journal() == nullptr) return absl::OkStatus();
+  return journal()->Commit(session, kind, tokens_fed);
 }
 
 void SessionStore::Touch(Session& session) {
@@ -150,8 +186,10 @@ void SessionStore::UpdateBytes(Session& session) {
   while (total_bytes_ > config_.max_memory_bytes) {
     Session* victim = LeastRecentlyUsedIdle(&session);
     if (victim == nullptr) break;  // only busy sessions left: tolerate until they finish
-    Evict(victim, absl::StrCat("evicted as least recently used (max_memory_bytes ",
-                               config_.max_memory_bytes, ")"));
+    Evict(victim,
+          absl::StrCat("evicted as least recently used (max_memory_bytes ",
+                       config_.max_memory_bytes, ")"),
+          /*hibernate=*/true);
   }
 }
 
@@ -162,8 +200,10 @@ int SessionStore::Sweep(absl::Time now) {
     if (!s->busy && now - s->last_use_time > config_.ttl) expired.push_back(s.get());
   }
   for (Session* s : expired) {
-    Evict(s, absl::StrCat("expired after being idle for more than ",
-                          absl::FormatDuration(config_.ttl), " (session_ttl)"));
+    Evict(s,
+          absl::StrCat("expired after being idle for more than ",
+                       absl::FormatDuration(config_.ttl), " (session_ttl)"),
+          /*hibernate=*/false);
   }
   return static_cast<int>(expired.size());
 }
@@ -186,9 +226,18 @@ Session* SessionStore::LeastRecentlyUsedIdle(const Session* keep) const {
   return best;
 }
 
-void SessionStore::Evict(Session* session, std::string reason) {
+void SessionStore::Evict(Session* session, std::string reason, bool hibernate) {
   const std::string id = session->id;  // erase destroys the session and its id
-  Remember(id, std::move(reason));
+  if (journal() == nullptr) {
+    Remember(id, std::move(reason));
+  } else if (hibernate) {
+    // On disk already (every call was committed); folding the log keeps the next load short.
+    // A failure leaves the snapshot and log as they were: still loadable.
+    journal()->Release(*session, /*compact=*/true).IgnoreError();
+  } else {
+    if (!journal()->Remove(id).ok()) journal()->Release(*session, false).IgnoreError();
+    Remember(id, std::move(reason));
+  }
   total_bytes_ -= session->bytes;
   ++evicted_total_;
   sessions_.erase(id);

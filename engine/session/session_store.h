@@ -9,6 +9,11 @@
 // room, Create fails with RESOURCE_EXHAUSTED naming the limit. Lookups of a recently evicted
 // id fail with NOT_FOUND saying why it went (a bounded set of ids is remembered).
 //
+// With a journal (durable sessions, docs/durability.md) every session is also on disk: Create
+// writes it there, Find loads a session that is on disk but not in memory (lazily: start-up
+// loads nothing), eviction by the limits hibernates (the session leaves memory, stays on disk),
+// and only Delete and the TTL remove it from disk.
+//
 // Thread-safety: none; the engine's loop thread owns the store. Time comes from an injectable
 // clock so tests control it.
 #ifndef MNEMO_ENGINE_SESSION_SESSION_STORE_H_
@@ -29,6 +34,7 @@
 #include "absl/time/time.h"
 #include "engine/memory/session_memory.h"
 #include "engine/session/session.h"
+#include "engine/session/session_journal.h"
 
 namespace mnemo::session {
 
@@ -39,6 +45,8 @@ struct SessionStoreConfig {
   int remembered_evictions = 4096;  // evicted ids kept for the NOT_FOUND message
   int64_t max_knn_capacity = int64_t{1} << 20;  // largest CreateSession knn_capacity
   int64_t max_remember_capacity = int64_t{1} << 24;  // largest CreateSession remember_capacity
+  // Durable sessions (docs/durability.md); null = sessions live in memory only.
+  std::shared_ptr<SessionJournal> journal;
 };
 
 class SessionStore {
@@ -63,7 +71,9 @@ class SessionStore {
   // `remember_capacity` > 0 gives it a recall history of that many tokens (docs/recall.md).
   absl::StatusOr<Session*> Create(absl::string_view id, int64_t knn_capacity = 0,
                                   int64_t remember_capacity = 0);
-  // NOT_FOUND (saying "evicted"/"expired" when known). Does not count as a use.
+  // NOT_FOUND (saying "evicted"/"expired" when known). Does not count as a use. With a
+  // journal, a session on disk is loaded (its load errors are returned: DATA_LOSS,
+  // FAILED_PRECONDITION, UNAVAILABLE when another process holds it).
   absl::StatusOr<Session*> Find(absl::string_view id);
   // NOT_FOUND as Find; FAILED_PRECONDITION while a request runs on the session.
   absl::Status Delete(absl::string_view id);
@@ -76,7 +86,12 @@ class SessionStore {
   // Deletes idle sessions unused for longer than ttl; returns how many.
   int Sweep(absl::Time now);
 
-  // Every session, sorted by id.
+  // Makes the session's current state durable (no-op without a journal); see
+  // SessionJournal::Commit. Safe from the thread that holds the session.
+  absl::Status Commit(const Session& session, CallKind kind, int64_t tokens_fed) const;
+  SessionJournal* journal() const { return config_.journal.get(); }
+
+  // Every session in memory, sorted by id.
   std::vector<const Session*> List() const;
 
   absl::Time Now() const { return clock_(); }
@@ -89,8 +104,14 @@ class SessionStore {
   std::string NewId();
   // The least recently used idle session other than `keep`, or nullptr.
   Session* LeastRecentlyUsedIdle(const Session* keep) const;
-  // Removes `session` and remembers why.
-  void Evict(Session* session, std::string reason);
+  // Removes `session` from memory and remembers why; with a journal, `hibernate` keeps it on
+  // disk (nothing to remember) and otherwise deletes its files.
+  void Evict(Session* session, std::string reason, bool hibernate);
+  // Makes room for one more session of `bytes` by evicting idle ones (Create's and a load's
+  // limits); RESOURCE_EXHAUSTED naming the limit when only busy sessions could make room.
+  absl::Status MakeRoom(int64_t bytes);
+  // Adds a created or loaded session.
+  Session* Insert(std::unique_ptr<Session> session);
   void Remember(const std::string& id, std::string reason);
 
   const SessionStoreConfig config_;

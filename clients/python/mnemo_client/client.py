@@ -4,7 +4,9 @@
 unless given its own. Errors surface as `MnemoError` carrying the gRPC status code and the
 server's message; streaming generation is an iterator of `Chunk`s that can be cancelled.
 The values returned live in results.py; how keyword arguments become request fields
-(sampling knobs, kNN-LM, exit measures, token ids) in request_options.py.
+(sampling knobs, kNN-LM, exit measures, token ids) in request_options.py. Every call that
+names a session sends it as the metadata header `x-mnemo-session`, which a router in front of
+several replicas hashes (deploy/README.md).
 """
 
 from __future__ import annotations
@@ -55,6 +57,17 @@ from mnemo_client.results import (  # noqa: F401 (re-exported: mnemo_client.clie
     model_from_proto,
     session_from_proto,
 )
+
+
+# gRPC metadata key naming the session a call works on. A router in front of several replicas
+# (deploy/nginx/mnemo.conf, deploy/envoy/envoy.yaml) hashes it, so every call on one session
+# reaches the replica that holds it; calls without a session carry no such key.
+SESSION_HEADER = "x-mnemo-session"
+
+
+def _session_metadata(session_id: str) -> Optional[tuple]:
+    """The metadata of a call on `session_id`: the routing header, or None without a session."""
+    return ((SESSION_HEADER, session_id),) if session_id else None
 
 
 class MnemoError(Exception):
@@ -142,9 +155,10 @@ class Client:
     def _timeout(self, timeout: Optional[float]) -> Optional[float]:
         return self.timeout if timeout is None else timeout
 
-    def _unary(self, method, request, timeout):
+    def _unary(self, method, request, timeout, session_id: str = ""):
         try:
-            return method(request, timeout=self._timeout(timeout))
+            return method(request, timeout=self._timeout(timeout),
+                          metadata=_session_metadata(session_id))
         except grpc.RpcError as error:
             raise MnemoError.from_rpc_error(error) from None
 
@@ -221,7 +235,8 @@ class Client:
             request.early_exit.threshold = exit_threshold
         if exit_measure is not None:
             request.early_exit.measure = _exit_measure(exit_measure)
-        call = self._generation.Generate(request, timeout=self._timeout(timeout))
+        call = self._generation.Generate(request, timeout=self._timeout(timeout),
+                                         metadata=_session_metadata(session_id))
         return GenerateStream(call)
 
     def score(self, text: str = "", *, token_ids: Optional[Iterable[int]] = None,
@@ -244,7 +259,7 @@ class Client:
             token_logprobs=token_logprobs)
         fill_knn_lm(knn_lm, request.knn_lm)
         fill_recall(recall, request.recall)
-        r = self._unary(self._generation.Score, request, timeout)
+        r = self._unary(self._generation.Score, request, timeout, session_id)
         return ScoreResult(r.token_count, r.byte_count, r.total_logprob, r.bits_per_byte,
                            list(r.logprobs))
 
@@ -281,12 +296,14 @@ class Client:
         r = self._unary(self._sessions.CreateSession,
                         sessions_pb2.CreateSessionRequest(
                             session_id=session_id, knn_capacity=knn_capacity,
-                            remember=remember, remember_capacity=remember_capacity), timeout)
+                            remember=remember, remember_capacity=remember_capacity), timeout,
+                        session_id)
         return session_from_proto(r)
 
     def get_session(self, session_id: str, *, timeout: Optional[float] = None) -> Session:
         r = self._unary(self._sessions.GetSession,
-                        sessions_pb2.GetSessionRequest(session_id=session_id), timeout)
+                        sessions_pb2.GetSessionRequest(session_id=session_id), timeout,
+                        session_id)
         return session_from_proto(r)
 
     def list_sessions(self, *, timeout: Optional[float] = None) -> List[Session]:
@@ -304,7 +321,8 @@ class Client:
 
     def delete_session(self, session_id: str, *, timeout: Optional[float] = None) -> None:
         self._unary(self._sessions.DeleteSession,
-                    sessions_pb2.DeleteSessionRequest(session_id=session_id), timeout)
+                    sessions_pb2.DeleteSessionRequest(session_id=session_id), timeout,
+                    session_id)
 
     # --- Datastores ---------------------------------------------------------------------------
 
@@ -328,7 +346,7 @@ class Client:
         private datastore (entries 0 until text is added to it)."""
         r = self._unary(self._datastores.GetDatastore,
                         datastores_pb2.GetDatastoreRequest(name=name, session_id=session_id),
-                        timeout)
+                        timeout, session_id)
         return datastore_from_proto(r)
 
     def add_to_session_datastore(self, session_id: str, text: str, *,
@@ -339,7 +357,7 @@ class Client:
         r = self._unary(self._datastores.AddToSessionDatastore,
                         datastores_pb2.AddToSessionDatastoreRequest(session_id=session_id,
                                                                     text=text),
-                        timeout)
+                        timeout, session_id)
         return AddToDatastoreResult(r.entries_added, datastore_from_proto(r.datastore))
 
     # --- Models and health --------------------------------------------------------------------

@@ -1,0 +1,385 @@
+#include "engine/session/session_journal.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "engine/util/binary_io.h"
+#include "engine/util/files.h"
+#include "engine/util/status_macros.h"
+
+namespace mnemo::session {
+namespace {
+
+constexpr char kLogMagic[8] = {'M', 'N', 'E', 'M', 'O', 'L', 'O', 'G'};
+constexpr uint32_t kLogHeaderTag = 1;
+constexpr uint32_t kRecordTag = 2;
+constexpr size_t kFrameHeader = 16;
+
+absl::Status ErrnoStatus(int error, absl::string_view what) {
+  const std::string message = absl::StrCat(what, ": ", std::strerror(error));
+  if (error == ENOSPC || error == EDQUOT) {
+    return absl::ResourceExhaustedError(absl::StrCat(message, " (the session directory's disk "
+                                                              "is full)"));
+  }
+  return absl::InternalError(message);
+}
+
+absl::Status WriteAll(int fd, absl::string_view data, absl::string_view path) {
+  while (!data.empty()) {
+    const ssize_t n = ::write(fd, data.data(), data.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return ErrnoStatus(errno, absl::StrCat("writing ", path));
+    }
+    data.remove_prefix(static_cast<size_t>(n));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SyncDir(const std::string& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return ErrnoStatus(errno, absl::StrCat("opening ", dir));
+  const int rc = ::fsync(fd);
+  const int error = errno;
+  ::close(fd);
+  return rc == 0 ? absl::OkStatus() : ErrnoStatus(error, absl::StrCat("syncing ", dir));
+}
+
+// Temp file beside `path`, fsync, rename over `path`, fsync of the directory. On failure the
+// temp file is removed and `path` is untouched.
+absl::Status WriteFileAtomically(const std::string& dir, const std::string& path,
+                                 absl::string_view bytes) {
+  const std::string tmp = path + ".tmp";
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return ErrnoStatus(errno, absl::StrCat("creating ", tmp));
+  absl::Status status = WriteAll(fd, bytes, tmp);
+  if (status.ok() && ::fsync(fd) != 0) status = ErrnoStatus(errno, absl::StrCat("syncing ", tmp));
+  ::close(fd);
+  if (status.ok() && ::rename(tmp.c_str(), path.c_str()) != 0) {
+    status = ErrnoStatus(errno, absl::StrCat("renaming ", tmp));
+  }
+  if (!status.ok()) {
+    ::unlink(tmp.c_str());
+    return status;
+  }
+  return SyncDir(dir);
+}
+
+std::string LogHeader(absl::string_view model_id, absl::string_view id, int64_t generation) {
+  std::string out(kLogMagic, sizeof(kLogMagic));
+  out.append(reinterpret_cast<const char*>(&kSnapshotFormatVersion), 4);
+  util::BinaryWriter w;
+  w.Bytes(model_id);
+  w.Bytes(id);
+  w.I64(generation);
+  AppendFrame(out, kLogHeaderTag, w.data());
+  return out;
+}
+
+// Prefixes a status's message with `file` (the code is kept).
+absl::Status InFile(const absl::Status& status, absl::string_view id, absl::string_view file) {
+  return absl::Status(status.code(),
+                      absl::StrCat("session '", id, "': ", file, ": ", status.message()));
+}
+
+}  // namespace
+
+struct SessionJournal::Files {
+  int log_fd = -1;
+  int lock_fd = -1;
+  int64_t generation = 0;
+  int64_t log_bytes = 0;  // records since the snapshot
+  LogMark mark;           // what the next record is a delta from
+  bool needs_snapshot = false;  // the last commit failed: the log no longer lines up
+
+  ~Files() {
+    if (log_fd >= 0) ::close(log_fd);
+    if (lock_fd >= 0) ::close(lock_fd);  // releases the flock
+  }
+};
+
+SessionJournal::SessionJournal(SessionJournalConfig config, JournalObserver observer)
+    : config_(std::move(config)), observer_(std::move(observer)) {}
+
+SessionJournal::~SessionJournal() = default;
+
+absl::StatusOr<std::unique_ptr<SessionJournal>> SessionJournal::Open(
+    SessionJournalConfig config, JournalObserver observer) {
+  std::error_code error;
+  std::filesystem::create_directories(config.dir, error);
+  if (error) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("--session_dir ", config.dir, ": cannot create it: ", error.message()));
+  }
+  int64_t count = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(config.dir, error)) {
+    if (entry.path().extension() == ".snap") ++count;
+  }
+  if (error) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("--session_dir ", config.dir, ": cannot list it: ", error.message()));
+  }
+  std::unique_ptr<SessionJournal> journal(
+      new SessionJournal(std::move(config), std::move(observer)));
+  journal->on_disk_.store(count, std::memory_order_relaxed);
+  return journal;
+}
+
+std::string SessionJournal::PathOf(absl::string_view id, absl::string_view suffix) const {
+  return absl::StrCat(config_.dir, "/", id, suffix);
+}
+
+bool SessionJournal::OnDisk(absl::string_view id) const {
+  struct stat st;
+  return ::stat(PathOf(id, ".snap").c_str(), &st) == 0;
+}
+
+SessionJournal::Files* SessionJournal::Find(absl::string_view id) const {
+  absl::MutexLock lock(&mu_);
+  auto it = open_.find(id);
+  return it == open_.end() ? nullptr : it->second.get();
+}
+
+int64_t SessionJournal::log_bytes(absl::string_view id) const {
+  const Files* files = Find(id);
+  return files != nullptr ? files->log_bytes : 0;
+}
+
+absl::StatusOr<int> SessionJournal::Lock(absl::string_view id) {
+  const std::string path = PathOf(id, ".lock");
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) return ErrnoStatus(errno, absl::StrCat("opening ", path));
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int error = errno;
+    ::close(fd);
+    if (error == EWOULDBLOCK) {
+      return absl::UnavailableError(absl::StrCat(
+          "session '", id, "' is held by another mnemo-server process (", path,
+          " is locked); retry through the router, or once that process releases it"));
+    }
+    return ErrnoStatus(error, absl::StrCat("locking ", path));
+  }
+  return fd;
+}
+
+absl::Status SessionJournal::WriteSnapshot(const Session& session, Files& files) {
+  const absl::Time start = absl::Now();
+  const int64_t generation = files.generation + 1;
+  const std::string bytes = EncodeSnapshot(session, config_.model_id, generation);
+  MNEMO_RETURN_IF_ERROR(WriteFileAtomically(config_.dir, PathOf(session.id, ".snap"), bytes));
+  // The snapshot holds everything the old log did: a crash from here on finds a log of an
+  // older generation and ignores it.
+  const std::string log_path = PathOf(session.id, ".log");
+  MNEMO_RETURN_IF_ERROR(WriteFileAtomically(
+      config_.dir, log_path, LogHeader(config_.model_id, session.id, generation)));
+  const int fd = ::open(log_path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
+  if (fd < 0) return ErrnoStatus(errno, absl::StrCat("opening ", log_path));
+  if (files.log_fd >= 0) ::close(files.log_fd);
+  files.log_fd = fd;
+  files.generation = generation;
+  files.log_bytes = 0;
+  files.mark = MarkSession(session);
+  files.needs_snapshot = false;
+  if (observer_.snapshot) observer_.snapshot(absl::Now() - start, static_cast<int64_t>(bytes.size()));
+  return absl::OkStatus();
+}
+
+absl::Status SessionJournal::Create(Session& session) {
+  if (OnDisk(session.id)) {
+    return absl::AlreadyExistsError(absl::StrCat("session '", session.id, "' already exists (on disk in ",
+                                                 config_.dir, ")"));
+  }
+  MNEMO_ASSIGN_OR_RETURN(const int lock_fd, Lock(session.id));
+  auto files = std::make_unique<Files>();
+  files->lock_fd = lock_fd;
+  if (absl::Status s = WriteSnapshot(session, *files); !s.ok()) {
+    ::unlink(PathOf(session.id, ".snap").c_str());
+    ::unlink(PathOf(session.id, ".log").c_str());
+    return s;
+  }
+  on_disk_.fetch_add(1, std::memory_order_relaxed);
+  absl::MutexLock lock(&mu_);
+  open_[session.id] = std::move(files);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<Session>> SessionJournal::Load(absl::string_view id,
+                                                              const NewMemoryFn& new_memory) {
+  const absl::Time start = absl::Now();
+  if (!OnDisk(id)) return absl::NotFoundError(absl::StrCat("session '", id, "' not found"));
+  MNEMO_ASSIGN_OR_RETURN(const int lock_fd, Lock(id));
+  auto files = std::make_unique<Files>();
+  files->lock_fd = lock_fd;  // released by ~Open on every error below
+
+  const std::string snap_path = PathOf(id, ".snap");
+  absl::StatusOr<std::string> snap = util::ReadFile(snap_path);
+  if (!snap.ok()) return InFile(snap.status(), id, snap_path);
+  SnapshotMeta meta;
+  absl::StatusOr<std::unique_ptr<Session>> session =
+      DecodeSnapshot(*snap, config_.model_id, new_memory, &meta);
+  if (!session.ok()) return InFile(session.status(), id, snap_path);
+  if ((*session)->id != id) {
+    return InFile(absl::DataLossError(absl::StrCat("it holds session '", (*session)->id, "'")),
+                  id, snap_path);
+  }
+  files->generation = meta.generation;
+
+  // The log: records since the snapshot, if it belongs to this snapshot.
+  const std::string log_path = PathOf(id, ".log");
+  absl::StatusOr<std::string> log = util::ReadFile(log_path);
+  bool fresh_log = !log.ok();  // missing: start one
+  size_t good = 0;             // bytes of the log that stay
+  if (log.ok()) {
+    const absl::string_view bytes = *log;
+    if (bytes.size() < sizeof(kLogMagic) + 4 ||
+        std::memcmp(bytes.data(), kLogMagic, sizeof(kLogMagic)) != 0) {
+      return InFile(absl::DataLossError("not a mnemo session log (bad magic)"), id, log_path);
+    }
+    size_t pos = sizeof(kLogMagic) + 4;
+    absl::StatusOr<Frame> header = ReadFrame(bytes, &pos, "log header");
+    if (!header.ok()) return InFile(header.status(), id, log_path);
+    util::BinaryReader in(header->payload);
+    absl::StatusOr<std::string> model = in.Bytes("log model");
+    absl::StatusOr<std::string> log_id = model.ok() ? in.Bytes("log session id") : model.status();
+    absl::StatusOr<int64_t> generation = log_id.ok() ? in.I64("log generation") : log_id.status();
+    if (!generation.ok()) return InFile(generation.status(), id, log_path);
+    if (*model != config_.model_id || *log_id != id) {
+      return InFile(absl::FailedPreconditionError(absl::StrCat(
+                        "the log belongs to session '", *log_id, "' of model ", *model)),
+                    id, log_path);
+    }
+    if (*generation > meta.generation) {
+      return InFile(absl::DataLossError(absl::StrCat("the log continues snapshot generation ",
+                                                     *generation, " but ", snap_path, " is ",
+                                                     meta.generation)),
+                    id, log_path);
+    }
+    fresh_log = *generation < meta.generation;  // stale: the snapshot already holds it
+    good = pos;
+    int records = 0;
+    while (!fresh_log && pos < bytes.size()) {
+      // A record cut short at the end is one whose call never returned: drop it.
+      int64_t length = 0;
+      if (bytes.size() - pos >= kFrameHeader) std::memcpy(&length, bytes.data() + pos + 4, 8);
+      if (bytes.size() - pos < kFrameHeader || length < 0 ||
+          static_cast<uint64_t>(length) > bytes.size() - pos - kFrameHeader) {
+        break;
+      }
+      absl::StatusOr<Frame> frame =
+          ReadFrame(bytes, &pos, absl::StrCat("record ", records + 1));
+      if (!frame.ok()) return InFile(frame.status(), id, log_path);
+      if (frame->tag != kRecordTag) {
+        return InFile(absl::DataLossError(absl::StrCat("record ", records + 1, ": bad tag")), id,
+                      log_path);
+      }
+      if (absl::Status s = ApplyLogRecord(frame->payload, **session); !s.ok()) {
+        return InFile(absl::Status(s.code(), absl::StrCat("record ", records + 1, ": ",
+                                                          s.message())),
+                      id, log_path);
+      }
+      ++records;
+      good = pos;
+    }
+  }
+  if (fresh_log) {
+    absl::Status s = WriteFileAtomically(config_.dir, log_path,
+                                         LogHeader(config_.model_id, id, meta.generation));
+    if (!s.ok()) return InFile(s, id, log_path);
+    good = 0;
+  } else if (good < log->size()) {
+    if (::truncate(log_path.c_str(), static_cast<off_t>(good)) != 0) {
+      return InFile(ErrnoStatus(errno, "dropping a torn last record"), id, log_path);
+    }
+  }
+  files->log_fd = ::open(log_path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
+  if (files->log_fd < 0) return InFile(ErrnoStatus(errno, "opening"), id, log_path);
+  files->log_bytes = fresh_log ? 0 : static_cast<int64_t>(good);
+  files->mark = MarkSession(**session);
+  {
+    absl::MutexLock lock(&mu_);
+    open_[std::string(id)] = std::move(files);
+  }
+  if (observer_.restore) observer_.restore(absl::Now() - start);
+  return std::move(*session);
+}
+
+absl::Status SessionJournal::Commit(const Session& session, CallKind kind, int64_t tokens_fed) {
+  Files* files = Find(session.id);
+  if (files == nullptr) {
+    return absl::InternalError(absl::StrCat("session '", session.id, "' is not in the journal"));
+  }
+  if (kind == CallKind::kDatastore || files->needs_snapshot ||
+      files->log_bytes > config_.compact_log_bytes || !CanLogSince(session, files->mark)) {
+    absl::Status s = WriteSnapshot(session, *files);
+    if (!s.ok()) files->needs_snapshot = true;
+    return s;
+  }
+  std::string frame;
+  AppendFrame(frame, kRecordTag, EncodeLogRecord(session, files->mark, kind, tokens_fed));
+  const std::string path = PathOf(session.id, ".log");
+  absl::Status status = WriteAll(files->log_fd, frame, path);
+  if (status.ok() && ::fdatasync(files->log_fd) != 0) {
+    status = ErrnoStatus(errno, absl::StrCat("syncing ", path));
+  }
+  if (!status.ok()) {
+    files->needs_snapshot = true;  // a partial record may be in the file
+    return status;
+  }
+  files->log_bytes += static_cast<int64_t>(frame.size());
+  files->mark = MarkSession(session);
+  if (observer_.log_write) observer_.log_write(static_cast<int64_t>(frame.size()));
+  return absl::OkStatus();
+}
+
+absl::Status SessionJournal::Snapshot(const Session& session) {
+  Files* files = Find(session.id);
+  if (files == nullptr) {
+    return absl::InternalError(absl::StrCat("session '", session.id, "' is not in the journal"));
+  }
+  absl::Status s = WriteSnapshot(session, *files);
+  if (!s.ok()) files->needs_snapshot = true;
+  return s;
+}
+
+absl::Status SessionJournal::Release(const Session& session, bool compact) {
+  Files* files = Find(session.id);
+  if (files == nullptr) return absl::OkStatus();
+  absl::Status status;
+  if (compact && (files->log_bytes > 0 || files->needs_snapshot)) {
+    status = WriteSnapshot(session, *files);
+  }
+  absl::MutexLock lock(&mu_);
+  open_.erase(session.id);
+  return status;
+}
+
+absl::Status SessionJournal::Remove(absl::string_view id) {
+  std::unique_ptr<Files> files;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = open_.find(id);
+    if (it != open_.end()) {
+      files = std::move(it->second);
+      open_.erase(it);
+    }
+  }
+  if (files == nullptr) {
+    MNEMO_ASSIGN_OR_RETURN(const int lock_fd, Lock(id));
+    files = std::make_unique<Files>();
+    files->lock_fd = lock_fd;
+  }
+  const bool existed = OnDisk(id);
+  for (const char* suffix : {".snap", ".log", ".lock"}) ::unlink(PathOf(id, suffix).c_str());
+  if (existed) on_disk_.fetch_sub(1, std::memory_order_relaxed);
+  return SyncDir(config_.dir);
+}
+
+}  // namespace mnemo::session

@@ -1,0 +1,195 @@
+#include "engine/util/binary_io.h"
+
+#include <array>
+
+#include "absl/strings/str_cat.h"
+
+namespace mnemo::util {
+namespace {
+
+std::array<uint32_t, 256> MakeCrcTable() {
+  std::array<uint32_t, 256> table{};
+  for (uint32_t i = 0; i < 256; ++i) {
+    uint32_t c = i;
+    for (int k = 0; k < 8; ++k) c = (c & 1) != 0 ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+    table[i] = c;
+  }
+  return table;
+}
+
+constexpr int kMaxDims = 8;
+
+std::string ShapeString(absl::Span<const int64_t> shape) {
+  std::string out = "[";
+  for (size_t i = 0; i < shape.size(); ++i) absl::StrAppend(&out, i > 0 ? ", " : "", shape[i]);
+  return out + "]";
+}
+
+}  // namespace
+
+uint32_t Crc32(absl::string_view data, uint32_t crc) {
+  static const std::array<uint32_t, 256> table = MakeCrcTable();
+  crc = ~crc;
+  for (unsigned char byte : data) crc = table[(crc ^ byte) & 0xFF] ^ (crc >> 8);
+  return ~crc;
+}
+
+void BinaryWriter::Bytes(absl::string_view bytes) {
+  I64(static_cast<int64_t>(bytes.size()));
+  Raw(bytes.data(), bytes.size());
+}
+
+void BinaryWriter::I64s(const std::vector<int64_t>& values) { Pod(values); }
+
+void BinaryWriter::Tensor(const torch::Tensor& tensor) {
+  U8(tensor.defined() ? 1 : 0);
+  if (!tensor.defined()) return;
+  const torch::Tensor t = tensor.to(torch::kCPU).contiguous();
+  U8(static_cast<uint8_t>(t.scalar_type()));
+  U8(static_cast<uint8_t>(t.dim()));
+  for (int64_t d : t.sizes()) I64(d);
+  Raw(t.data_ptr(), static_cast<size_t>(t.numel()) * t.element_size());
+}
+
+absl::Status BinaryReader::Raw(void* out, size_t size, absl::string_view what) {
+  if (size > remaining()) {
+    return absl::DataLossError(absl::StrCat(what, ": needs ", size, " bytes, only ",
+                                            remaining(), " left (truncated)"));
+  }
+  if (size > 0) std::memcpy(out, data_.data() + pos_, size);
+  pos_ += size;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<absl::string_view> BinaryReader::View(size_t size, absl::string_view what) {
+  if (size > remaining()) {
+    return absl::DataLossError(absl::StrCat(what, ": needs ", size, " bytes, only ",
+                                            remaining(), " left (truncated)"));
+  }
+  absl::string_view view = data_.substr(pos_, size);
+  pos_ += size;
+  return view;
+}
+
+absl::StatusOr<uint8_t> BinaryReader::U8(absl::string_view what) {
+  uint8_t v = 0;
+  if (absl::Status s = Raw(&v, 1, what); !s.ok()) return s;
+  return v;
+}
+
+absl::StatusOr<uint32_t> BinaryReader::U32(absl::string_view what) {
+  uint32_t v = 0;
+  if (absl::Status s = Raw(&v, 4, what); !s.ok()) return s;
+  return v;
+}
+
+absl::StatusOr<int64_t> BinaryReader::I64(absl::string_view what) {
+  int64_t v = 0;
+  if (absl::Status s = Raw(&v, 8, what); !s.ok()) return s;
+  return v;
+}
+
+absl::StatusOr<double> BinaryReader::F64(absl::string_view what) {
+  double v = 0;
+  if (absl::Status s = Raw(&v, 8, what); !s.ok()) return s;
+  return v;
+}
+
+absl::StatusOr<int64_t> BinaryReader::Count(absl::string_view what, int64_t max) {
+  absl::StatusOr<int64_t> n = I64(what);
+  if (!n.ok()) return n.status();
+  if (*n < 0 || *n > max) {
+    return absl::DataLossError(absl::StrCat(what, ": count ", *n, " outside [0, ", max, "]"));
+  }
+  return *n;
+}
+
+absl::StatusOr<std::string> BinaryReader::Bytes(absl::string_view what) {
+  absl::StatusOr<int64_t> n = Count(what, static_cast<int64_t>(remaining()));
+  if (!n.ok()) return n.status();
+  absl::StatusOr<absl::string_view> view = View(static_cast<size_t>(*n), what);
+  if (!view.ok()) return view.status();
+  return std::string(*view);
+}
+
+absl::StatusOr<std::vector<int64_t>> BinaryReader::I64s(absl::string_view what) {
+  return Pod<int64_t>(what);
+}
+
+namespace {
+
+struct TensorHeader {
+  bool defined = false;
+  torch::ScalarType dtype = torch::kFloat32;
+  std::vector<int64_t> shape;
+  int64_t numel = 1;
+};
+
+absl::StatusOr<TensorHeader> ReadTensorHeader(BinaryReader& r, absl::string_view what) {
+  TensorHeader h;
+  absl::StatusOr<uint8_t> defined = r.U8(what);
+  if (!defined.ok()) return defined.status();
+  if (*defined > 1) return absl::DataLossError(absl::StrCat(what, ": bad tensor marker"));
+  h.defined = *defined == 1;
+  if (!h.defined) return h;
+  absl::StatusOr<uint8_t> dtype = r.U8(what);
+  absl::StatusOr<uint8_t> dims = dtype.ok() ? r.U8(what) : dtype;
+  if (!dims.ok()) return dims.status();
+  if (*dtype >= static_cast<uint8_t>(torch::ScalarType::NumOptions) || *dims > kMaxDims) {
+    return absl::DataLossError(absl::StrCat(what, ": bad tensor dtype or rank"));
+  }
+  h.dtype = static_cast<torch::ScalarType>(*dtype);
+  for (int i = 0; i < *dims; ++i) {
+    absl::StatusOr<int64_t> d = r.Count(what, int64_t{1} << 40);
+    if (!d.ok()) return d.status();
+    h.shape.push_back(*d);
+    h.numel *= *d;
+  }
+  return h;
+}
+
+}  // namespace
+
+absl::Status BinaryReader::TensorInto(torch::Tensor& into, absl::string_view what) {
+  absl::StatusOr<TensorHeader> h = ReadTensorHeader(*this, what);
+  if (!h.ok()) return h.status();
+  if (h->defined != into.defined() ||
+      (h->defined && (h->dtype != into.scalar_type() || h->shape != into.sizes().vec()))) {
+    auto describe = [](bool defined, torch::ScalarType dtype, absl::Span<const int64_t> shape) {
+      return defined ? absl::StrCat(c10::toString(dtype), ShapeString(shape))
+                     : std::string("absent");
+    };
+    return absl::FailedPreconditionError(absl::StrCat(
+        what, ": the file holds ", describe(h->defined, h->dtype, h->shape), ", this model has ",
+        into.defined() ? describe(true, into.scalar_type(), into.sizes().vec())
+                       : std::string("absent"),
+        " (saved by another model or with other memory options)"));
+  }
+  if (!h->defined) return absl::OkStatus();
+  const size_t size = static_cast<size_t>(h->numel) * into.element_size();
+  if (into.is_contiguous() && into.device().is_cpu()) return Raw(into.data_ptr(), size, what);
+  torch::Tensor staging = torch::empty(into.sizes(), into.options().device(torch::kCPU));
+  if (absl::Status s = Raw(staging.data_ptr(), size, what); !s.ok()) return s;
+  into.copy_(staging);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<torch::Tensor> BinaryReader::NewTensor(absl::string_view what) {
+  absl::StatusOr<TensorHeader> h = ReadTensorHeader(*this, what);
+  if (!h.ok()) return h.status();
+  if (!h->defined) return torch::Tensor();
+  torch::Tensor t = torch::empty(h->shape, torch::TensorOptions().dtype(h->dtype));
+  if (absl::Status s = Raw(t.data_ptr(), static_cast<size_t>(h->numel) * t.element_size(), what);
+      !s.ok()) {
+    return s;
+  }
+  return t;
+}
+
+absl::Status ExpectEnd(const BinaryReader& reader, absl::string_view what) {
+  if (reader.done()) return absl::OkStatus();
+  return absl::DataLossError(
+      absl::StrCat(what, ": ", reader.remaining(), " unexpected bytes at the end"));
+}
+
+}  // namespace mnemo::util
