@@ -205,6 +205,18 @@ void Engine::DeleteSession(std::string session_id, StatusDone done) {
   scheduler_->DeleteSession(std::move(session_id), std::move(done));
 }
 
+void Engine::ExportSession(std::string session_id, BytesDone done) {
+  scheduler_->ExportSession(std::move(session_id), std::move(done));
+}
+
+void Engine::ImportSession(std::string session_id, std::string snapshot, SessionDone done) {
+  scheduler_->ImportSession(std::move(session_id), std::move(snapshot), std::move(done));
+}
+
+void Engine::ForkSession(std::string session_id, std::string new_session_id, SessionDone done) {
+  scheduler_->ForkSession(std::move(session_id), std::move(new_session_id), std::move(done));
+}
+
 void Engine::AddToSessionDatastore(AddToDatastoreOptions options, AddToDatastoreDone done) {
   scheduler_->SubmitAddToDatastore(std::move(options), std::move(done));
 }

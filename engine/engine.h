@@ -132,6 +132,13 @@ class Engine {
   void GetSession(std::string session_id, SessionDone done);
   void ListSessions(ListDone done);  // sorted by session id
   void DeleteSession(std::string session_id, StatusDone done);
+  // Moving sessions (docs/durability.md; Scheduler::ExportSession and the rest): a session as
+  // snapshot bytes, a new session from them (`session_id` empty = the exported id), a copy
+  // under a new id (empty = generated).
+  using BytesDone = std::function<void(absl::StatusOr<std::string>)>;
+  void ExportSession(std::string session_id, BytesDone done);
+  void ImportSession(std::string session_id, std::string snapshot, SessionDone done);
+  void ForkSession(std::string session_id, std::string new_session_id, SessionDone done);
   // Reads `options.text` with a fresh memory and appends one entry per token to the session's
   // private datastore (knn_lm.datastore = "session"); model work, queued like Score.
   void AddToSessionDatastore(AddToDatastoreOptions options, AddToDatastoreDone done);

@@ -6,6 +6,7 @@
 
 #include "server/proto_convert.h"
 #include "server/raw_message.h"
+#include "server/session_transfer.h"
 
 namespace mnemo::server {
 namespace {
@@ -86,6 +87,28 @@ grpc::ServerUnaryReactor* SessionsService::DeleteSession(grpc::CallbackServerCon
     if (status.ok()) SerializeResponse(v1::DeleteSessionResponse(), response);
     FinishUnary(*state, "DeleteSession", /*admitted=*/true, reactor, status);
   });
+  return reactor;
+}
+
+grpc::ServerWriteReactor<grpc::ByteBuffer>* SessionsService::ExportSession(
+    grpc::CallbackServerContext*, const grpc::ByteBuffer* request) {
+  return StartExportSession(state_, *request);
+}
+
+grpc::ServerReadReactor<grpc::ByteBuffer>* SessionsService::ImportSession(
+    grpc::CallbackServerContext*, grpc::ByteBuffer* response) {
+  return StartImportSession(state_, response);
+}
+
+grpc::ServerUnaryReactor* SessionsService::ForkSession(grpc::CallbackServerContext* context,
+                                                       const grpc::ByteBuffer* request,
+                                                       grpc::ByteBuffer* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  v1::ForkSessionRequest parsed;
+  engine::Engine* engine = BeginRawUnary(state_, "ForkSession", reactor, *request, &parsed);
+  if (engine == nullptr) return reactor;
+  engine->ForkSession(parsed.session_id(), parsed.new_session_id(),
+                      SessionReply(&state_, "ForkSession", reactor, response));
   return reactor;
 }
 

@@ -16,7 +16,10 @@ namespace mnemo::server {
 
 using SessionsServiceBase = v1::Sessions::WithRawCallbackMethod_CreateSession<
     v1::Sessions::WithRawCallbackMethod_GetSession<v1::Sessions::WithRawCallbackMethod_ListSessions<
-        v1::Sessions::WithRawCallbackMethod_DeleteSession<v1::Sessions::Service>>>>;
+        v1::Sessions::WithRawCallbackMethod_DeleteSession<
+            v1::Sessions::WithRawCallbackMethod_ExportSession<
+                v1::Sessions::WithRawCallbackMethod_ImportSession<
+                    v1::Sessions::WithRawCallbackMethod_ForkSession<v1::Sessions::Service>>>>>>>;
 
 class SessionsService final : public SessionsServiceBase {
  public:
@@ -35,6 +38,14 @@ class SessionsService final : public SessionsServiceBase {
   grpc::ServerUnaryReactor* DeleteSession(grpc::CallbackServerContext* context,
                                           const grpc::ByteBuffer* request,
                                           grpc::ByteBuffer* response) override;
+  // Moving sessions (session_transfer.h for the two streaming ones).
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* ExportSession(
+      grpc::CallbackServerContext* context, const grpc::ByteBuffer* request) override;
+  grpc::ServerReadReactor<grpc::ByteBuffer>* ImportSession(grpc::CallbackServerContext* context,
+                                                           grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* ForkSession(grpc::CallbackServerContext* context,
+                                        const grpc::ByteBuffer* request,
+                                        grpc::ByteBuffer* response) override;
 
  private:
   ServerState& state_;

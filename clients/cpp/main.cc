@@ -11,6 +11,7 @@
 //     tokenize [--add_special_tokens] TEXT|@FILE|-
 //     detokenize [--skip_special_tokens] IDS|@FILE|-
 //     session create [--id ID] [--remember [--remember_capacity N]] | get ID | list | delete ID
+//             | export ID FILE | import FILE [--id ID] | fork ID [--id NEW_ID]
 //     models
 //     health [--service NAME]
 //
@@ -77,7 +78,9 @@ ABSL_FLAG(bool, skip_special_tokens, false, "detokenize: leave special tokens ou
 ABSL_FLAG(int32_t, logprobs, 0,
           "Report the N most likely alternatives of each token (printed to stderr).");
 ABSL_FLAG(bool, update_memory, false, "score: append the text to the session's memory.");
-ABSL_FLAG(std::string, id, "", "session create: client-chosen session id.");
+ABSL_FLAG(std::string, id, "",
+          "session create / import / fork: the new session's id (empty: server-generated; for "
+          "import, the exported id).");
 ABSL_FLAG(std::string, service, "mnemo.v1.Generation",
           "health: service to check (\"\" = the whole server).");
 
@@ -102,6 +105,7 @@ commands:
   tokenize [--add_special_tokens] TEXT
   detokenize [--skip_special_tokens] IDS
   session create [--id ID] [--remember [--remember_capacity N]] | get ID | list | delete ID
+          | export ID FILE | import FILE [--id ID] | fork ID [--id NEW_ID]
   models
   health [--service mnemo.v1.Generation]
 
@@ -355,8 +359,12 @@ void PrintSession(const mnemo::v1::Session& s) {
       s.busy() ? "true" : "false");
 }
 
+constexpr char kSessionVerbs[] =
+    "session needs one of: create, get ID, list, delete ID, export ID FILE, import FILE, "
+    "fork ID";
+
 int RunSession(Client& client, const std::vector<std::string>& args) {
-  if (args.empty()) return Usage("session needs one of: create, get ID, list, delete ID");
+  if (args.empty()) return Usage(kSessionVerbs);
   const std::string& verb = args[0];
   if (verb == "create" && args.size() == 1) {
     mnemo::v1::CreateSessionRequest request;
@@ -390,7 +398,36 @@ int RunSession(Client& client, const std::vector<std::string>& args) {
     std::cout << "deleted " << args[1] << "\n";
     return kExitOk;
   }
-  return Usage("session needs one of: create, get ID, list, delete ID");
+  if (verb == "export" && args.size() == 3) {
+    absl::StatusOr<std::string> snapshot = client.ExportSession(args[1]);
+    if (!snapshot.ok()) return PrintError(snapshot.status());
+    std::ofstream out(args[2], std::ios::binary | std::ios::trunc);
+    out.write(snapshot->data(), static_cast<std::streamsize>(snapshot->size()));
+    out.close();
+    if (!out) return PrintError(absl::UnavailableError(absl::StrCat("cannot write ", args[2])));
+    std::cout << absl::StrFormat("exported %s: %d bytes to %s\n", args[1], snapshot->size(),
+                                 args[2]);
+    return kExitOk;
+  }
+  if (verb == "import" && args.size() == 2) {
+    std::ifstream in(args[1], std::ios::binary);
+    if (!in) return PrintError(absl::NotFoundError(absl::StrCat("cannot open ", args[1])));
+    const std::string snapshot((std::istreambuf_iterator<char>(in)),
+                               std::istreambuf_iterator<char>());
+    absl::StatusOr<mnemo::v1::Session> session =
+        client.ImportSession(snapshot, absl::GetFlag(FLAGS_id));
+    if (!session.ok()) return PrintError(session.status());
+    std::cout << session->session_id() << "\n";
+    return kExitOk;
+  }
+  if (verb == "fork" && args.size() == 2) {
+    absl::StatusOr<mnemo::v1::Session> session =
+        client.ForkSession(args[1], absl::GetFlag(FLAGS_id));
+    if (!session.ok()) return PrintError(session.status());
+    std::cout << session->session_id() << "\n";
+    return kExitOk;
+  }
+  return Usage(kSessionVerbs);
 }
 
 int RunModels(Client& client, const std::vector<std::string>& args) {

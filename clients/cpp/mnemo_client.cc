@@ -1,5 +1,6 @@
 #include "clients/cpp/mnemo_client.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "grpc/health/v1/health.grpc.pb.h"
@@ -29,17 +30,18 @@ Client::Client(const std::string& address, absl::Duration timeout)
       sessions_(mnemo::v1::Sessions::NewStub(channel_)),
       models_(mnemo::v1::Models::NewStub(channel_)) {}
 
-std::unique_ptr<grpc::ClientContext> Client::NewContext() const {
+std::unique_ptr<grpc::ClientContext> Client::NewContext(const std::string& session_id) const {
   auto context = std::make_unique<grpc::ClientContext>();
   if (timeout_ != absl::InfiniteDuration()) {
     context->set_deadline(absl::ToChronoTime(absl::Now() + timeout_));
   }
+  if (!session_id.empty()) context->AddMetadata("x-mnemo-session", session_id);
   return context;
 }
 
 absl::StatusOr<GenerateSummary> Client::Generate(const GenerateRequest& request,
                                                  const ChunkCallback& on_chunk) {
-  std::unique_ptr<grpc::ClientContext> context = NewContext();
+  std::unique_ptr<grpc::ClientContext> context = NewContext(request.session_id());
   std::unique_ptr<grpc::ClientReader<GenerateResponse>> reader =
       generation_->Generate(context.get(), request);
   GenerateSummary summary;
@@ -63,7 +65,7 @@ absl::StatusOr<GenerateSummary> Client::Generate(const GenerateRequest& request,
 }
 
 absl::StatusOr<mnemo::v1::ScoreResponse> Client::Score(const mnemo::v1::ScoreRequest& request) {
-  std::unique_ptr<grpc::ClientContext> context = NewContext();
+  std::unique_ptr<grpc::ClientContext> context = NewContext(request.session_id());
   mnemo::v1::ScoreResponse response;
   grpc::Status status = generation_->Score(context.get(), request, &response);
   if (!status.ok()) return FromGrpcStatus(status);
@@ -102,7 +104,7 @@ absl::StatusOr<mnemo::v1::Session> Client::CreateSession(const std::string& sess
 
 absl::StatusOr<mnemo::v1::Session> Client::CreateSession(
     const mnemo::v1::CreateSessionRequest& request) {
-  std::unique_ptr<grpc::ClientContext> context = NewContext();
+  std::unique_ptr<grpc::ClientContext> context = NewContext(request.session_id());
   mnemo::v1::Session response;
   grpc::Status status = sessions_->CreateSession(context.get(), request, &response);
   if (!status.ok()) return FromGrpcStatus(status);
@@ -110,7 +112,7 @@ absl::StatusOr<mnemo::v1::Session> Client::CreateSession(
 }
 
 absl::StatusOr<mnemo::v1::Session> Client::GetSession(const std::string& session_id) {
-  std::unique_ptr<grpc::ClientContext> context = NewContext();
+  std::unique_ptr<grpc::ClientContext> context = NewContext(session_id);
   mnemo::v1::GetSessionRequest request;
   request.set_session_id(session_id);
   mnemo::v1::Session response;
@@ -139,11 +141,63 @@ absl::StatusOr<std::vector<mnemo::v1::Session>> Client::ListSessions() {
 }
 
 absl::Status Client::DeleteSession(const std::string& session_id) {
-  std::unique_ptr<grpc::ClientContext> context = NewContext();
+  std::unique_ptr<grpc::ClientContext> context = NewContext(session_id);
   mnemo::v1::DeleteSessionRequest request;
   request.set_session_id(session_id);
   mnemo::v1::DeleteSessionResponse response;
   return FromGrpcStatus(sessions_->DeleteSession(context.get(), request, &response));
+}
+
+absl::StatusOr<std::string> Client::ExportSession(const std::string& session_id) {
+  std::unique_ptr<grpc::ClientContext> context = NewContext(session_id);
+  mnemo::v1::ExportSessionRequest request;
+  request.set_session_id(session_id);
+  std::unique_ptr<grpc::ClientReader<mnemo::v1::SessionSnapshotChunk>> reader =
+      sessions_->ExportSession(context.get(), request);
+  std::string snapshot;
+  mnemo::v1::SessionSnapshotChunk chunk;
+  while (reader->Read(&chunk)) {
+    if (chunk.total_bytes() > 0) snapshot.reserve(static_cast<size_t>(chunk.total_bytes()));
+    snapshot += chunk.data();
+  }
+  grpc::Status status = reader->Finish();
+  if (!status.ok()) return FromGrpcStatus(status);
+  return snapshot;
+}
+
+absl::StatusOr<mnemo::v1::Session> Client::ImportSession(const std::string& snapshot,
+                                                         const std::string& session_id) {
+  std::unique_ptr<grpc::ClientContext> context = NewContext(session_id);
+  mnemo::v1::Session response;
+  std::unique_ptr<grpc::ClientWriter<mnemo::v1::ImportSessionRequest>> writer =
+      sessions_->ImportSession(context.get(), &response);
+  constexpr size_t kChunk = size_t{1} << 20;
+  size_t sent = 0;
+  do {  // at least one message, even for empty bytes (the server then says why)
+    mnemo::v1::ImportSessionRequest request;
+    if (sent == 0) request.set_session_id(session_id);
+    const size_t n = std::min(kChunk, snapshot.size() - sent);
+    request.set_data(snapshot.substr(sent, n));
+    sent += n;
+    if (!writer->Write(request)) break;  // the server finished early: Finish says why
+  } while (sent < snapshot.size());
+  writer->WritesDone();
+  grpc::Status status = writer->Finish();
+  if (!status.ok()) return FromGrpcStatus(status);
+  return response;
+}
+
+absl::StatusOr<mnemo::v1::Session> Client::ForkSession(const std::string& session_id,
+                                                       const std::string& new_session_id) {
+  // Routed to the replica holding the source session.
+  std::unique_ptr<grpc::ClientContext> context = NewContext(session_id);
+  mnemo::v1::ForkSessionRequest request;
+  request.set_session_id(session_id);
+  request.set_new_session_id(new_session_id);
+  mnemo::v1::Session response;
+  grpc::Status status = sessions_->ForkSession(context.get(), request, &response);
+  if (!status.ok()) return FromGrpcStatus(status);
+  return response;
 }
 
 absl::StatusOr<std::vector<mnemo::v1::Model>> Client::ListModels() {

@@ -71,6 +71,14 @@ class Client {
   // Follows next_page_token until the server has listed every session.
   absl::StatusOr<std::vector<mnemo::v1::Session>> ListSessions();
   absl::Status DeleteSession(const std::string& session_id);
+  // Moving sessions (docs/durability.md): the session's snapshot bytes; a new session from
+  // them (`session_id` empty = the exported id); a copy under `new_session_id` (empty =
+  // server-generated).
+  absl::StatusOr<std::string> ExportSession(const std::string& session_id);
+  absl::StatusOr<mnemo::v1::Session> ImportSession(const std::string& snapshot,
+                                                   const std::string& session_id);
+  absl::StatusOr<mnemo::v1::Session> ForkSession(const std::string& session_id,
+                                                 const std::string& new_session_id);
 
   absl::StatusOr<std::vector<mnemo::v1::Model>> ListModels();
 
@@ -78,8 +86,9 @@ class Client {
   absl::StatusOr<HealthResult> Health(const std::string& service);
 
  private:
-  // A context carrying the client's deadline.
-  std::unique_ptr<grpc::ClientContext> NewContext() const;
+  // A context carrying the client's deadline and, for a call on a session, its id in the
+  // `x-mnemo-session` header (what routers in front of several replicas hash on).
+  std::unique_ptr<grpc::ClientContext> NewContext(const std::string& session_id = "") const;
 
   absl::Duration timeout_;
   std::shared_ptr<grpc::Channel> channel_;

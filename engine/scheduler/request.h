@@ -30,6 +30,7 @@ using ListDone = std::function<void(absl::StatusOr<std::vector<engine::SessionIn
 using StatusDone = std::function<void(absl::Status)>;
 using AddToDatastoreDone = std::function<void(absl::StatusOr<engine::AddToDatastoreResult>)>;
 using DatastoreDone = std::function<void(absl::StatusOr<engine::DatastoreInfo>)>;
+using BytesDone = std::function<void(absl::StatusOr<std::string>)>;
 
 // Model work: admitted as a task (GenerateTask, ScoreTask, DatastoreAddTask), counted against
 // max_waiting. The options are validated and kNN-LM resolved (Scheduler::Prepare) before the
@@ -69,9 +70,27 @@ struct GetSessionDatastoreCall {
   DatastoreDone done;
 };
 
+// Moving sessions (docs/durability.md): a session as snapshot bytes, a session made from them,
+// and a copy of a session under a new id.
+struct ExportSessionCall {
+  std::string session_id;
+  BytesDone done;
+};
+struct ImportSessionCall {
+  std::string session_id;  // empty = the id in the snapshot
+  std::string snapshot;
+  SessionDone done;
+};
+struct ForkSessionCall {
+  std::string session_id;
+  std::string new_session_id;  // empty = generated
+  SessionDone done;
+};
+
 using Call = std::variant<GenerateCall, ScoreCall, AddToDatastoreCall, CreateSessionCall,
                           GetSessionCall, ListSessionsCall, DeleteSessionCall,
-                          GetSessionDatastoreCall>;
+                          GetSessionDatastoreCall, ExportSessionCall, ImportSessionCall,
+                          ForkSessionCall>;
 
 struct Request {
   Call call;

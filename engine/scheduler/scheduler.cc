@@ -1,5 +1,6 @@
 #include "engine/scheduler/scheduler.h"
 
+#include <algorithm>
 #include <utility>
 #include <vector>
 
@@ -45,17 +46,19 @@ Scheduler::Scheduler(SchedulerConfig config, std::unique_ptr<model::Model> model
       executor_(*model_, decoder_, memory_options_, config_.knn_search_observer, config_.clock,
                 {config_.batch_decode, config_.prefill_threads, &memory_pool_}),
       sessions_(config_.sessions,
-                [this](int64_t knn_capacity) {
-                  model::MemoryOptions options = memory_options_;
-                  if (knn_capacity > 0) options.knn_mem_len = static_cast<int>(knn_capacity);
-                  return model_->NewMemory(options);
-                },
+                [this](int64_t knn_capacity) { return NewSessionMemory(knn_capacity); },
                 config_.clock),
       last_sweep_(config_.clock()),
       seed_rng_(std::random_device()()),
       thread_([this] { Loop(); }) {}
 
 Scheduler::~Scheduler() { Shutdown(); }
+
+memory::SessionMemory Scheduler::NewSessionMemory(int64_t knn_capacity) const {
+  model::MemoryOptions options = memory_options_;
+  if (knn_capacity > 0) options.knn_mem_len = static_cast<int>(knn_capacity);
+  return model_->NewMemory(options);
+}
 
 void Scheduler::Shutdown() {
   inbox_.Close();
@@ -137,6 +140,21 @@ void Scheduler::ListSessions(ListDone done) {
 
 void Scheduler::DeleteSession(std::string session_id, StatusDone done) {
   Enqueue(DeleteSessionCall{std::move(session_id), std::move(done)}).IgnoreError();
+}
+
+void Scheduler::ExportSession(std::string session_id, BytesDone done) {
+  Enqueue(ExportSessionCall{std::move(session_id), std::move(done)}).IgnoreError();
+}
+
+void Scheduler::ImportSession(std::string session_id, std::string snapshot, SessionDone done) {
+  Enqueue(ImportSessionCall{std::move(session_id), std::move(snapshot), std::move(done)})
+      .IgnoreError();
+}
+
+void Scheduler::ForkSession(std::string session_id, std::string new_session_id,
+                            SessionDone done) {
+  Enqueue(ForkSessionCall{std::move(session_id), std::move(new_session_id), std::move(done)})
+      .IgnoreError();
 }
 
 engine::EngineStats Scheduler::Stats() const {
@@ -282,6 +300,65 @@ void Scheduler::Answer(ListSessionsCall& call) {
   std::vector<engine::SessionInfo> infos;
   for (const session::Session* s : sessions_.List()) infos.push_back(Info(*s));
   call.done(std::move(infos));
+}
+
+namespace {
+
+absl::Status BusyError(const session::Session& session, absl::string_view what) {
+  return absl::FailedPreconditionError(absl::StrCat(
+      "session '", session.id, "' is busy with a request; ", what, " it when it finishes"));
+}
+
+}  // namespace
+
+void Scheduler::Answer(ExportSessionCall& call) {
+  absl::StatusOr<session::Session*> found = sessions_.Find(call.session_id);
+  if (!found.ok()) return call.done(found.status());
+  if ((*found)->busy) return call.done(BusyError(**found, "export"));
+  call.done(session::EncodeSnapshot(**found, config_.model_id, /*generation=*/0));
+}
+
+void Scheduler::Answer(ImportSessionCall& call) {
+  // Sizes first: they decide what decoding allocates.
+  absl::StatusOr<session::SnapshotMeta> meta = session::DecodeSnapshotMeta(call.snapshot);
+  if (meta.ok()) {
+    const int64_t knn_limit =
+        std::max<int64_t>(config_.sessions.max_knn_capacity, memory_options_.knn_mem_len);
+    if (meta->knn_len > knn_limit ||
+        meta->remember_capacity > config_.sessions.max_remember_capacity) {
+      return call.done(absl::FailedPreconditionError(absl::StrCat(
+          "the imported session has a kNN memory of ", meta->knn_len,
+          " entries and a recall history of ", meta->remember_capacity,
+          " tokens; this server allows at most ", knn_limit, " and ",
+          config_.sessions.max_remember_capacity,
+          " (--max_knn_capacity, --max_remember_capacity)")));
+    }
+  }
+  absl::StatusOr<std::unique_ptr<session::Session>> decoded = session::DecodeSnapshot(
+      call.snapshot, config_.model_id, [this](int64_t knn_len) { return NewSessionMemory(knn_len); });
+  if (!decoded.ok()) {
+    return call.done(absl::Status(decoded.status().code(),
+                                  absl::StrCat("the imported snapshot: ", decoded.status().message())));
+  }
+  if (!call.session_id.empty()) (*decoded)->id = call.session_id;
+  absl::StatusOr<session::Session*> adopted = sessions_.Adopt(std::move(*decoded));
+  if (!adopted.ok()) return call.done(adopted.status());
+  call.done(Info(**adopted));
+}
+
+void Scheduler::Answer(ForkSessionCall& call) {
+  absl::StatusOr<session::Session*> found = sessions_.Find(call.session_id);
+  if (!found.ok()) return call.done(found.status());
+  const session::Session& source = **found;
+  if (source.busy) return call.done(BusyError(source, "fork"));
+  auto fork = std::make_unique<session::Session>();
+  fork->id = call.new_session_id.empty() ? sessions_.NewId() : call.new_session_id;
+  fork->state = source.state.Clone();
+  if (source.datastore != nullptr) fork->datastore = source.datastore->Clone();
+  fork->create_time = sessions_.Now();
+  absl::StatusOr<session::Session*> adopted = sessions_.Adopt(std::move(fork));
+  if (!adopted.ok()) return call.done(adopted.status());
+  call.done(Info(**adopted));
 }
 
 void Scheduler::Answer(DeleteSessionCall& call) {

@@ -117,11 +117,21 @@ class Scheduler {
   void GetSession(std::string session_id, SessionDone done);
   void ListSessions(ListDone done);
   void DeleteSession(std::string session_id, StatusDone done);
+  // Moving sessions (docs/durability.md). Export: the session as snapshot bytes (the format of
+  // --session_dir's snapshots); FAILED_PRECONDITION while a request runs on it. Import: a new
+  // session from such bytes, under `session_id` or, when empty, the id it was exported with;
+  // FAILED_PRECONDITION for another model's snapshot, DATA_LOSS for damaged bytes. Fork: a copy
+  // of a session under `new_session_id` (empty = generated) that then goes its own way.
+  void ExportSession(std::string session_id, BytesDone done);
+  void ImportSession(std::string session_id, std::string snapshot, SessionDone done);
+  void ForkSession(std::string session_id, std::string new_session_id, SessionDone done);
 
   engine::EngineStats Stats() const;
 
  private:
   void Loop();
+  // The empty memory of a session with `knn_capacity` kNN entries per head (0 = the default).
+  memory::SessionMemory NewSessionMemory(int64_t knn_capacity) const;
   // Validates a call's options and resolves its kNN-LM datastore before it is queued (calling
   // thread); session operations need nothing.
   absl::Status Prepare(GenerateCall& call);
@@ -138,6 +148,9 @@ class Scheduler {
   void Answer(CreateSessionCall& call);
   void Answer(GetSessionCall& call);
   void Answer(ListSessionsCall& call);
+  void Answer(ExportSessionCall& call);
+  void Answer(ImportSessionCall& call);
+  void Answer(ForkSessionCall& call);
   void Answer(DeleteSessionCall& call);
   void Answer(GetSessionDatastoreCall& call);
   // Moves parked tasks into the running set while there is room.

@@ -72,9 +72,9 @@ absl::StatusOr<SnapshotMeta> ReadMeta(absl::string_view payload) {
   MNEMO_ASSIGN_OR_RETURN(meta.generation, in.I64("meta generation"));
   MNEMO_ASSIGN_OR_RETURN(const int64_t created, in.I64("meta create time"));
   MNEMO_ASSIGN_OR_RETURN(const int64_t used, in.I64("meta last use time"));
-  MNEMO_ASSIGN_OR_RETURN(meta.knn_len, in.Count("meta knn_len", int64_t{1} << 40));
+  MNEMO_ASSIGN_OR_RETURN(meta.knn_len, in.Count("meta knn_len", int64_t{1} << 30));
   MNEMO_ASSIGN_OR_RETURN(meta.remember_capacity,
-                         in.Count("meta remember_capacity", int64_t{1} << 40));
+                         in.Count("meta remember_capacity", int64_t{1} << 34));
   MNEMO_RETURN_IF_ERROR(util::ExpectEnd(in, "meta"));
   meta.create_time = absl::FromUnixNanos(created);
   meta.last_use_time = absl::FromUnixNanos(used);

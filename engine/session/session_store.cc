@@ -72,11 +72,20 @@ absl::StatusOr<Session*> SessionStore::Create(absl::string_view requested_id,
   if (remember_capacity > 0) {
     session->state.history = std::make_unique<datastore::HistoryIndex>(remember_capacity);
   }
+  session->create_time = clock_();
+  return Adopt(std::move(session));
+}
+
+absl::StatusOr<Session*> SessionStore::Adopt(std::unique_ptr<Session> session) {
+  if (absl::Status s = ValidateId(session->id); !s.ok()) return s;
+  if (sessions_.contains(session->id) ||
+      (journal() != nullptr && journal()->OnDisk(session->id))) {
+    return absl::AlreadyExistsError(absl::StrCat("session '", session->id, "' already exists"));
+  }
+  session->busy = false;
   session->bytes = session->held_bytes();
   if (absl::Status room = MakeRoom(session->bytes); !room.ok()) return room;
-  const absl::Time now = clock_();
-  session->create_time = now;
-  session->last_use_time = now;
+  session->last_use_time = clock_();
   if (journal() != nullptr) {
     if (absl::Status s = journal()->Create(*session); !s.ok()) return s;
   }

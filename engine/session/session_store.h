@@ -64,6 +64,8 @@ class SessionStore {
 
   // Client ids must match [A-Za-z0-9._-]{1,128}; INVALID_ARGUMENT names `session_id`.
   static absl::Status ValidateId(absl::string_view id);
+  // A random id that no session (in memory or on disk) has.
+  std::string NewId();
 
   // Creates a session; `id` empty = a generated random hex id. ALREADY_EXISTS for a live id,
   // RESOURCE_EXHAUSTED when no idle session can be evicted to respect the limits.
@@ -71,6 +73,9 @@ class SessionStore {
   // `remember_capacity` > 0 gives it a recall history of that many tokens (docs/recall.md).
   absl::StatusOr<Session*> Create(absl::string_view id, int64_t knn_capacity = 0,
                                   int64_t remember_capacity = 0);
+  // Adds a session made elsewhere (an imported snapshot, a fork) under its id, as Create adds
+  // a new one (INVALID_ARGUMENT for a bad id, ALREADY_EXISTS, the limits). Its last use is now.
+  absl::StatusOr<Session*> Adopt(std::unique_ptr<Session> session);
   // NOT_FOUND (saying "evicted"/"expired" when known). Does not count as a use. With a
   // journal, a session on disk is loaded (its load errors are returned: DATA_LOSS,
   // FAILED_PRECONDITION, UNAVAILABLE when another process holds it).
@@ -101,7 +106,6 @@ class SessionStore {
   const SessionStoreConfig& config() const { return config_; }
 
  private:
-  std::string NewId();
   // The least recently used idle session other than `keep`, or nullptr.
   Session* LeastRecentlyUsedIdle(const Session* keep) const;
   // Removes `session` from memory and remembers why; with a journal, `hibernate` keeps it on

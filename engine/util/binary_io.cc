@@ -178,6 +178,13 @@ absl::StatusOr<torch::Tensor> BinaryReader::NewTensor(absl::string_view what) {
   absl::StatusOr<TensorHeader> h = ReadTensorHeader(*this, what);
   if (!h.ok()) return h.status();
   if (!h->defined) return torch::Tensor();
+  // Checked before allocating: a damaged (or hostile) shape must not reserve memory the bytes
+  // cannot fill.
+  const size_t item = c10::elementSize(h->dtype);
+  if (item == 0 || static_cast<uint64_t>(h->numel) > remaining() / item) {
+    return absl::DataLossError(absl::StrCat(what, ": a tensor of ", ShapeString(h->shape),
+                                            " needs more bytes than the ", remaining(), " left"));
+  }
   torch::Tensor t = torch::empty(h->shape, torch::TensorOptions().dtype(h->dtype));
   if (absl::Status s = Raw(t.data_ptr(), static_cast<size_t>(h->numel) * t.element_size(), what);
       !s.ok()) {

@@ -450,6 +450,9 @@ class ClientSessionHeaderTest(unittest.TestCase):
             "delete_session": lambda: c.delete_session("s-1"),
             "get_datastore": lambda: c.get_datastore("session", "s-1"),
             "add_to_session_datastore": lambda: c.add_to_session_datastore("s-1", "text"),
+            "export_session": lambda: c.export_session("s-1"),
+            "import_session": lambda: c.import_session(b"snapshot", "s-1"),
+            "fork_session (routed by its source)": lambda: c.fork_session("s-1", "s-2"),
         }
         for name, call in calls.items():
             with self.subTest(call=name):

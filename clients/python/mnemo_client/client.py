@@ -324,6 +324,48 @@ class Client:
                     sessions_pb2.DeleteSessionRequest(session_id=session_id), timeout,
                     session_id)
 
+    def export_session(self, session_id: str, *, timeout: Optional[float] = None) -> bytes:
+        """The session as snapshot bytes (docs/durability.md): what import_session takes, on
+        this server or another of the same model. FAILED_PRECONDITION while a request runs on
+        the session."""
+        call = self._sessions.ExportSession(
+            sessions_pb2.ExportSessionRequest(session_id=session_id),
+            timeout=self._timeout(timeout), metadata=_session_metadata(session_id))
+        try:
+            return b"".join(chunk.data for chunk in call)
+        except grpc.RpcError as error:
+            raise MnemoError.from_rpc_error(error) from None
+
+    def import_session(self, snapshot: bytes, session_id: str = "", *,
+                       timeout: Optional[float] = None) -> Session:
+        """A new session from export_session's bytes, under `session_id` (empty = the id it
+        was exported with). ALREADY_EXISTS for a live id; FAILED_PRECONDITION for another
+        model's snapshot; DATA_LOSS for damaged bytes."""
+        chunk = 1 << 20
+
+        def requests():
+            yield sessions_pb2.ImportSessionRequest(session_id=session_id,
+                                                    data=snapshot[:chunk])
+            for start in range(chunk, len(snapshot), chunk):
+                yield sessions_pb2.ImportSessionRequest(data=snapshot[start:start + chunk])
+
+        try:
+            r = self._sessions.ImportSession(requests(), timeout=self._timeout(timeout),
+                                             metadata=_session_metadata(session_id))
+        except grpc.RpcError as error:
+            raise MnemoError.from_rpc_error(error) from None
+        return session_from_proto(r)
+
+    def fork_session(self, session_id: str, new_session_id: str = "", *,
+                     timeout: Optional[float] = None) -> Session:
+        """A copy of the session under `new_session_id` (empty = server-generated); the two
+        then go their own ways (branching a conversation)."""
+        r = self._unary(self._sessions.ForkSession,
+                        sessions_pb2.ForkSessionRequest(session_id=session_id,
+                                                        new_session_id=new_session_id),
+                        timeout, session_id)  # routed to the replica holding the source
+        return session_from_proto(r)
+
     # --- Datastores ---------------------------------------------------------------------------
 
     def list_datastores(self, *, timeout: Optional[float] = None) -> List[Datastore]:

@@ -254,5 +254,93 @@ TEST_F(DurabilityTest, OneWriterPerSession) {
   EXPECT_TRUE(taken.ok()) << taken.status();
 }
 
+// Moving sessions works with or without a session directory: export/import is the snapshot
+// format, fork a deep copy.
+class SessionTransferTest : public DurabilityTest {
+ protected:
+  absl::StatusOr<std::string> Export(const std::string& id) {
+    Waiter<absl::StatusOr<std::string>> w;
+    scheduler_->ExportSession(id, w.Callback());
+    return w.Wait();
+  }
+  absl::StatusOr<SessionInfo> Import(const std::string& bytes, const std::string& id) {
+    Waiter<absl::StatusOr<SessionInfo>> w;
+    scheduler_->ImportSession(id, bytes, w.Callback());
+    return w.Wait();
+  }
+  absl::StatusOr<SessionInfo> Fork(const std::string& id, const std::string& new_id) {
+    Waiter<absl::StatusOr<SessionInfo>> w;
+    scheduler_->ForkSession(id, new_id, w.Callback());
+    return w.Wait();
+  }
+  void StartInMemory(const std::string& model_id = "tiny@0000000000000001") {
+    scheduler_.reset();
+    SchedulerConfig config = TestConfig();
+    config.model_id = model_id;
+    Start(std::move(config), model::Model::Random(testing::TinyMemoryModelConfig(), 7));
+  }
+};
+
+TEST_F(SessionTransferTest, ExportedSessionImportsBitForBitElsewhere) {
+  StartInMemory();
+  ASSERT_TRUE(Create("s", true).ok());
+  for (int round = 0; round < 3; ++round) Feed("s", round);
+  const auto probe = Probe("s");
+  absl::StatusOr<std::string> bytes = Export("s");
+  ASSERT_TRUE(bytes.ok()) << bytes.status();
+
+  StartInMemory();  // another server of the same model
+  absl::StatusOr<SessionInfo> imported = Import(*bytes, "");
+  ASSERT_TRUE(imported.ok()) << imported.status();
+  EXPECT_EQ(imported->session_id, "s");  // the exported id
+  EXPECT_EQ(Probe("s"), probe);
+  EXPECT_EQ(Import(*bytes, "").status().code(), absl::StatusCode::kAlreadyExists);
+  ASSERT_TRUE(Import(*bytes, "renamed").ok());
+  EXPECT_EQ(Probe("renamed"), probe);
+  EXPECT_EQ(Import(*bytes, "bad id!").status().code(), absl::StatusCode::kInvalidArgument);
+  std::string damaged = *bytes;
+  damaged[damaged.size() / 2] ^= 0x10;
+  EXPECT_EQ(Import(damaged, "damaged").status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(Import(bytes->substr(0, bytes->size() - 1), "cut").status().code(),
+            absl::StatusCode::kDataLoss);
+  EXPECT_EQ(Import("", "empty").status().code(), absl::StatusCode::kDataLoss);
+
+  StartInMemory("other@00000000000000ff");  // another model
+  absl::StatusOr<SessionInfo> other = Import(*bytes, "");
+  EXPECT_EQ(other.status().code(), absl::StatusCode::kFailedPrecondition) << other.status();
+}
+
+TEST_F(SessionTransferTest, ImportedAndForkedSessionsAreDurable) {
+  Restart();
+  ASSERT_TRUE(Create("s", false).ok());
+  Feed("s", 0);
+  const auto probe = Probe("s");
+  absl::StatusOr<std::string> bytes = Export("s");
+  ASSERT_TRUE(bytes.ok());
+  ASSERT_TRUE(Import(*bytes, "copy").ok());
+  ASSERT_TRUE(Fork("s", "branch").ok());
+  Restart();
+  EXPECT_EQ(Probe("copy"), probe);
+  EXPECT_EQ(Probe("branch"), probe);
+}
+
+TEST_F(SessionTransferTest, ForkGoesItsOwnWay) {
+  StartInMemory();
+  ASSERT_TRUE(Create("trunk", true).ok());
+  Feed("trunk", 1);
+  const auto trunk = Probe("trunk");
+  absl::StatusOr<SessionInfo> branch = Fork("trunk", "");
+  ASSERT_TRUE(branch.ok()) << branch.status();
+  EXPECT_FALSE(branch->session_id.empty());
+  EXPECT_EQ(branch->tokens_seen, trunk.second);
+  EXPECT_EQ(Probe(branch->session_id), trunk);
+  ASSERT_TRUE(Score(branch->session_id, "Only the branch reads this.", true).ok());
+  EXPECT_NE(Probe(branch->session_id).first, trunk.first);
+  EXPECT_EQ(Probe("trunk"), trunk);  // the source is untouched
+  EXPECT_EQ(Fork("trunk", branch->session_id).status().code(),
+            absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(Fork("missing", "x").status().code(), absl::StatusCode::kNotFound);
+}
+
 }  // namespace
 }  // namespace mnemo::scheduler
