@@ -118,6 +118,29 @@ void IvfHeadIndex::Add(const torch::Tensor& keys, int64_t first_id) {
   index_->ntotal += n;
 }
 
+std::vector<int64_t> IvfHeadIndex::ListsOf(int64_t first_id, int64_t count) const {
+  const auto* lists = dynamic_cast<const faiss::ArrayInvertedLists*>(index_->invlists);
+  std::vector<int64_t> out(static_cast<size_t>(count), -1);
+  for (size_t l = 0; l < lists->ids.size(); ++l) {
+    const std::vector<faiss::Index::idx_t>& ids = lists->ids[l];
+    for (auto it = ids.rbegin(); it != ids.rend() && *it >= first_id; ++it) {
+      if (*it < first_id + count) out[static_cast<size_t>(*it - first_id)] = static_cast<int64_t>(l);
+    }
+  }
+  return out;
+}
+
+void IvfHeadIndex::AddToLists(const torch::Tensor& keys, int64_t first_id,
+                              const int64_t* lists) {
+  const int64_t n = keys.size(0);
+  const torch::Tensor contiguous = keys.contiguous();
+  const auto* codes = reinterpret_cast<const uint8_t*>(contiguous.data_ptr<float>());
+  for (int64_t i = 0; i < n; ++i) {
+    index_->invlists->add_entry(lists[i], first_id + i, codes + i * index_->code_size);
+  }
+  index_->ntotal += n;
+}
+
 void IvfHeadIndex::EvictBelow(int64_t below, int first_list, int count) {
   auto* lists = dynamic_cast<faiss::ArrayInvertedLists*>(index_->invlists);
   const size_t code_size = index_->code_size;

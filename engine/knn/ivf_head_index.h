@@ -22,6 +22,7 @@
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/status/statusor.h"
 
@@ -59,6 +60,14 @@ class IvfHeadIndex {
   // Adds `keys` [n, d] (contiguous float32) with ids first_id .. first_id + n - 1; first_id must
   // exceed every id already held (ids stay ascending in each list).
   void Add(const torch::Tensor& keys, int64_t first_id);
+
+  // The list each of the ids [first_id, first_id + count) was added to (every one must be
+  // held): what AddToLists needs to add them again exactly. Walks each list's tail (ids are
+  // ascending), so it costs O(nlist + count).
+  std::vector<int64_t> ListsOf(int64_t first_id, int64_t count) const;
+  // Add, with the list of each key given (ListsOf of another index with the same centroids)
+  // instead of computed: the same lists bit for bit whatever batches the keys came in.
+  void AddToLists(const torch::Tensor& keys, int64_t first_id, const int64_t* lists);
 
   // Removes the entries with id < `below` (a prefix of each list) from `count` lists, starting at
   // list `first_list` and wrapping around. Costs a move of those lists' remaining entries.

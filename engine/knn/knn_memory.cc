@@ -147,7 +147,11 @@ absl::Status KnnMemory::AppendOne(const float* keys, const float* values) {
 
 absl::Status KnnMemory::IndexAppended(int64_t first, int64_t kept) {
   if (mode() == KnnMode::kIvf) {
-    AddToIvf(first, kept);
+    if (assigned_lists_ != nullptr) {
+      AddToIvfLists(first, kept, *assigned_lists_);
+    } else {
+      AddToIvf(first, kept);
+    }
     EvictFromIvf(kept);
   } else if (size() > config_.exact_threshold) {
     return BuildIvf();
@@ -318,6 +322,70 @@ std::pair<torch::Tensor, torch::Tensor> KnnMemory::EntriesSince(int64_t position
     return run.transpose(0, 1).contiguous();
   };
   return {gather(keys_), gather(values_)};
+}
+
+std::vector<int64_t> KnnMemory::IvfListsSince(int64_t position) const {
+  if (ivf_.empty()) return {};
+  const int64_t n = next_position_ - position;
+  std::vector<int64_t> lists;
+  lists.reserve(static_cast<size_t>(n * config_.heads));
+  for (const auto& index : ivf_) {
+    std::vector<int64_t> head = index->ListsOf(position, n);
+    lists.insert(lists.end(), head.begin(), head.end());
+  }
+  return lists;
+}
+
+absl::Status KnnMemory::AppendAssigned(const torch::Tensor& keys, const torch::Tensor& values,
+                                       const std::vector<int64_t>& lists) {
+  const int64_t n = keys.dim() == 3 ? keys.size(0) : 0;
+  if (ivf_.empty()) {
+    if (!lists.empty()) {
+      return absl::InvalidArgumentError("AppendAssigned: IVF lists for a memory in exact mode");
+    }
+    if (size() + n > config_.exact_threshold && config_.capacity > config_.exact_threshold) {
+      return absl::InvalidArgumentError(
+          "AppendAssigned: the entries would cross exact_threshold (the IVF index is trained on "
+          "what is present then)");
+    }
+    return Append(keys, values);
+  }
+  const int64_t kept = std::min(n, capacity());
+  if (static_cast<int64_t>(lists.size()) != n * config_.heads) {
+    return absl::InvalidArgumentError(absl::StrCat("AppendAssigned: ", lists.size(),
+                                                   " list ids for ", n, " entries x ",
+                                                   config_.heads, " heads"));
+  }
+  for (int64_t list : lists) {
+    if (list < 0 || list >= nlist()) {
+      return absl::InvalidArgumentError(absl::StrCat("AppendAssigned: list id ", list,
+                                                     " outside [0, ", nlist(), ")"));
+    }
+  }
+  // Only the last `kept` entries survive an append longer than the capacity: their lists.
+  std::vector<int64_t> kept_lists;
+  kept_lists.reserve(static_cast<size_t>(kept * config_.heads));
+  for (int64_t h = 0; h < config_.heads; ++h) {
+    kept_lists.insert(kept_lists.end(), lists.begin() + h * n + (n - kept),
+                      lists.begin() + (h + 1) * n);
+  }
+  assigned_lists_ = &kept_lists;
+  absl::Status status = Append(keys, values);
+  assigned_lists_ = nullptr;
+  return status;
+}
+
+void KnnMemory::AddToIvfLists(int64_t first, int64_t count, const std::vector<int64_t>& lists) {
+  const int64_t slot = SlotOf(first), head_run = std::min(count, capacity() - slot);
+  for (int h = 0; h < config_.heads; ++h) {
+    torch::Tensor ring = keys_[h];  // [capacity, d], contiguous
+    const int64_t* head = lists.data() + h * count;
+    ivf_[h]->AddToLists(ring.narrow(0, slot, head_run), first, head);
+    if (count > head_run) {
+      ivf_[h]->AddToLists(ring.narrow(0, 0, count - head_run), first + head_run,
+                          head + head_run);
+    }
+  }
 }
 
 }  // namespace mnemo::knn

@@ -145,6 +145,16 @@ class KnnMemory {
   // [n, H, d] (copies): what Append of them adds to a memory that stood at `position`. Needs
   // oldest_position() <= position <= next_position().
   std::pair<torch::Tensor, torch::Tensor> EntriesSince(int64_t position) const;
+  // In IVF mode, the IVF list of each of those entries, head-major ([H * n]); empty in exact
+  // mode. With them, AppendAssigned adds the entries to the lists they went to here, so a
+  // memory rebuilt from deltas searches exactly like this one.
+  std::vector<int64_t> IvfListsSince(int64_t position) const;
+  // Append, but in IVF mode every entry goes to the list `lists` names (IvfListsSince's
+  // layout) instead of the nearest centroid's. In exact mode `lists` must be empty (then it is
+  // Append). INVALID_ARGUMENT when it does not fit the entries or the mode, or when the
+  // append would cross exact_threshold (training depends on how appends were grouped).
+  absl::Status AppendAssigned(const torch::Tensor& keys, const torch::Tensor& values,
+                              const std::vector<int64_t>& lists);
 
   int64_t size() const;  // entries per head retained: min(appended, capacity)
   int64_t capacity() const { return config_.capacity; }
@@ -170,6 +180,10 @@ class KnnMemory {
   absl::Status IndexAppended(int64_t first, int64_t kept);
   absl::Status BuildIvf();
   void AddToIvf(int64_t first, int64_t count);
+  // AddToIvf with the lists given (AppendAssigned); `lists` head-major [H * count].
+  void AddToIvfLists(int64_t first, int64_t count, const std::vector<int64_t>& lists);
+  // Set by AppendAssigned for the duration of its Append: IndexAppended adds to these lists.
+  const std::vector<int64_t>* assigned_lists_ = nullptr;
   void EvictFromIvf(int64_t appended);
   // Positions [H, Q, k] of the hits (-1 = none) for each mode.
   torch::Tensor SearchExact(const torch::Tensor& queries, int k, const torch::Tensor& lo,

@@ -98,14 +98,16 @@ class SessionMemory {
 
   // A delta: what changed since a Mark. WriteDeltaSince(mark) writes the counters and slot
   // maps, the ring slots written since (whatever segments and calls wrote them) and the kNN
-  // entries appended since; ApplyDelta, on a memory equal to the marked one, makes it equal to
-  // this one. CanDelta is false when a delta cannot express the change: a kNN store in IVF mode
-  // (its index depends on how appends were grouped) or that evicted entries appended since the
-  // mark; write the whole memory then.
+  // entries appended since, with the IVF list each went to in IVF mode; ApplyDelta, on a
+  // memory equal to the marked one, makes it equal to this one. CanDelta is false when a delta
+  // cannot express the change: a kNN store that switched to IVF search since the mark (its
+  // index is trained on what was present at that moment) or that evicted entries appended
+  // since the mark; write the whole memory then.
   struct Mark {
     int64_t next_position = 0;
     std::vector<int64_t> raw_positions, cmp_groups;
     std::vector<int64_t> knn_next;  // per layer; -1 = no kNN store
+    std::vector<uint8_t> knn_ivf;   // per layer: the store was in IVF mode
   };
   Mark MarkNow() const;
   bool CanDelta(const Mark& mark) const;

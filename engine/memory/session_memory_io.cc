@@ -121,13 +121,16 @@ SessionMemory::Mark SessionMemory::MarkNow() const {
   mark.raw_positions = raw_positions_;
   mark.cmp_groups = cmp_groups_;
   for (const LayerMemory& layer : layers_) {
-    mark.knn_next.push_back(layer.knn_store_ != nullptr ? layer.knn_store_->next_position() : -1);
+    const knn::KnnMemory* store = layer.knn_store_.get();
+    mark.knn_next.push_back(store != nullptr ? store->next_position() : -1);
+    mark.knn_ivf.push_back(store != nullptr && store->mode() == knn::KnnMode::kIvf ? 1 : 0);
   }
   return mark;
 }
 
 bool SessionMemory::CanDelta(const Mark& mark) const {
   if (write_open_ || torn_ || mark.knn_next.size() != layers_.size() ||
+      mark.knn_ivf.size() != layers_.size() ||
       mark.raw_positions.size() != raw_positions_.size() ||
       mark.cmp_groups.size() != cmp_groups_.size() || mark.next_position > next_position_) {
     return false;
@@ -136,7 +139,8 @@ bool SessionMemory::CanDelta(const Mark& mark) const {
     const knn::KnnMemory* store = layers_[i].knn_store_.get();
     if ((store != nullptr) != (mark.knn_next[i] >= 0)) return false;
     if (store == nullptr) continue;
-    if (store->mode() != knn::KnnMode::kExact || mark.knn_next[i] < store->oldest_position()) {
+    const bool ivf = store->mode() == knn::KnnMode::kIvf;
+    if (ivf != (mark.knn_ivf[i] == 1) || mark.knn_next[i] < store->oldest_position()) {
       return false;
     }
   }
@@ -175,6 +179,7 @@ void SessionMemory::WriteDeltaSince(const Mark& mark, util::BinaryWriter& out) c
       auto [keys, values] = layer.knn_store_->EntriesSince(mark.knn_next[i]);
       out.Tensor(keys);
       out.Tensor(values);
+      out.I64s(layer.knn_store_->IvfListsSince(mark.knn_next[i]));
     }
   }
 }
@@ -215,7 +220,12 @@ absl::Status SessionMemory::ApplyDelta(util::BinaryReader& in) {
     const torch::Tensor* slots;  // null: the whole ring
   };
   std::vector<Write> writes;
-  std::vector<std::pair<knn::KnnMemory*, std::pair<torch::Tensor, torch::Tensor>>> appends;
+  struct KnnAppend {
+    knn::KnnMemory* store;
+    torch::Tensor keys, values;
+    std::vector<int64_t> lists;  // IVF lists, head-major; empty in exact mode
+  };
+  std::vector<KnnAppend> appends;
   for (size_t i = 0; i < layers_.size(); ++i) {
     LayerMemory& layer = layers_[i];
     auto read_rows = [&](torch::Tensor& ring, const torch::Tensor* slots, bool expected,
@@ -247,11 +257,13 @@ absl::Status SessionMemory::ApplyDelta(util::BinaryReader& in) {
       const std::string what = PieceName("knn_store", static_cast<int>(i));
       MNEMO_ASSIGN_OR_RETURN(torch::Tensor keys, in.NewTensor(what));
       MNEMO_ASSIGN_OR_RETURN(torch::Tensor values, in.NewTensor(what));
+      MNEMO_ASSIGN_OR_RETURN(std::vector<int64_t> lists, in.I64s(what));
       if (!keys.defined() || !values.defined() || keys.dim() != 3 ||
           !values.sizes().equals(keys.sizes())) {
         return absl::DataLossError(absl::StrCat("delta ", what, ": bad entries"));
       }
-      appends.push_back({layer.knn_store_.get(), {std::move(keys), std::move(values)}});
+      appends.push_back({layer.knn_store_.get(), std::move(keys), std::move(values),
+                         std::move(lists)});
     }
   }
   for (Write& w : writes) {
@@ -261,8 +273,10 @@ absl::Status SessionMemory::ApplyDelta(util::BinaryReader& in) {
       w.ring->index_copy_(2, *w.slots, w.rows);
     }
   }
-  for (auto& [store, entries] : appends) {
-    MNEMO_RETURN_IF_ERROR(store->Append(entries.first, entries.second));
+  for (KnnAppend& a : appends) {
+    if (absl::Status s = a.store->AppendAssigned(a.keys, a.values, a.lists); !s.ok()) {
+      return absl::DataLossError(absl::StrCat("delta kNN entries: ", s.message()));
+    }
   }
   next_position_ = next;
   planned_end_ = planned;

@@ -38,10 +38,12 @@ class DurabilityTest : public SchedulerTest {
   // (Re)starts the scheduler on the session directory (the previous one is torn down first,
   // without any shutdown work: what is on disk is what each call committed).
   void Restart(int max_sessions = 16, int64_t compact_bytes = int64_t{64} << 20,
-               const std::string& model_id = "tiny@0000000000000001") {
+               const std::string& model_id = "tiny@0000000000000001",
+               int64_t knn_exact_threshold = 0) {
     scheduler_.reset();
     SchedulerConfig config = TestConfig();
     config.sessions.max_sessions = max_sessions;
+    config.knn.exact_threshold = knn_exact_threshold;
     absl::StatusOr<std::unique_ptr<session::SessionJournal>> journal =
         session::SessionJournal::Open({dir_.string(), model_id, compact_bytes});
     ASSERT_TRUE(journal.ok()) << journal.status();
@@ -138,6 +140,41 @@ TEST_F(DurabilityTest, EveryCommitASnapshotRestoresTheSame) {
   const auto probe = Probe("s");
   Restart(16, 1);
   EXPECT_EQ(Probe("s"), probe);
+}
+
+TEST_F(DurabilityTest, KnnStoreInIvfModeRestoresFromRecords) {
+  // The tiny model's kNN store holds 64 entries; past 48 it searches through FAISS IVF.
+  constexpr int64_t kThreshold = 48;
+  Restart(16, int64_t{64} << 20, "tiny@0000000000000001", kThreshold);
+  ASSERT_TRUE(Create("ivf", false).ok());
+  Feed("ivf", 1);  // crosses the threshold: a snapshot
+  const uintmax_t after_crossing = fs::file_size(dir_ / "ivf.log");
+  for (int round = 2; round < 8; round += 2) Feed("ivf", round);  // short calls: records
+  EXPECT_GT(fs::file_size(dir_ / "ivf.log"), after_crossing + 1000);
+  {  // the snapshot written at the crossing holds FAISS IVF indexes ("IwFl": IndexIVFFlat)
+    std::ifstream in(dir_ / "ivf.snap", std::ios::binary);
+    const std::string snap((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    EXPECT_NE(snap.find("IwFl"), std::string::npos);
+  }
+  const auto probe = Probe("ivf");
+  Restart(16, int64_t{64} << 20, "tiny@0000000000000001", kThreshold);
+  EXPECT_EQ(Probe("ivf"), probe);
+  Collector a;
+  ASSERT_TRUE(Run(Greedy("Go on ", 12, "ivf"), a).status.ok());
+  const std::vector<int> restored = a.ids();
+
+  // The same calls on a session that never left memory continue the same way.
+  scheduler_.reset();
+  SchedulerConfig config = TestConfig();
+  config.knn.exact_threshold = kThreshold;
+  Start(std::move(config), model::Model::Random(testing::TinyMemoryModelConfig(), 7));
+  ASSERT_TRUE(Create("ivf", false).ok());
+  Feed("ivf", 1);
+  for (int round = 2; round < 8; round += 2) Feed("ivf", round);
+  EXPECT_EQ(Probe("ivf"), probe);
+  Collector b;
+  ASSERT_TRUE(Run(Greedy("Go on ", 12, "ivf"), b).status.ok());
+  EXPECT_EQ(restored, b.ids());
 }
 
 TEST_F(DurabilityTest, EvictedSessionsHibernateAndComeBack) {
