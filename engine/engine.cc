@@ -148,6 +148,8 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& confi
   sc.decode_batch_observer = config.decode_batch_observer;
   sc.sessions.max_sessions = config.max_sessions;
   sc.sessions.ttl = config.session_ttl;
+  sc.sessions.max_ttl = config.max_session_ttl;
+  sc.sessions.hibernate_after = config.session_hibernate_after;
   sc.sessions.max_memory_bytes = config.max_memory_bytes;
   sc.sessions.max_knn_capacity = config.max_knn_capacity;
   sc.sessions.max_remember_capacity = config.max_remember_capacity;

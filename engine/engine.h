@@ -74,6 +74,10 @@ struct EngineConfig {
   // by replicas that may serve the same sessions; empty = sessions live in memory only. A
   // session's log is folded into a new snapshot once it passes session_log_compact_bytes.
   std::string session_dir;
+  // With session_dir: idle sessions leave memory (and release their lock for other replicas)
+  // after this long; infinite = only when the limits need room.
+  absl::Duration session_hibernate_after = absl::InfiniteDuration();
+  absl::Duration max_session_ttl = absl::Hours(24 * 365);  // largest CreateSession ttl
   int64_t session_log_compact_bytes = int64_t{64} << 20;
   // Called on the thread that did the work (must not block): a snapshot written (its time and
   // bytes), a session loaded from disk (its time), a log record appended (its bytes).

@@ -142,6 +142,8 @@ struct CreateSessionOptions {
   // Remember every token read or generated, for recall (docs/recall.md).
   bool remember = false;
   int64_t remember_capacity = 0;  // tokens kept; 0 = the server default; <= the server cap
+  absl::Duration ttl = absl::ZeroDuration();  // idle TTL; zero = the server's session_ttl
+  bool pinned = false;  // never evicted nor expired (only DeleteSession removes it)
 };
 
 struct MemoryInfo {
@@ -160,6 +162,8 @@ struct SessionInfo {
   absl::Time create_time;
   absl::Time last_use_time;
   bool busy = false;
+  absl::Duration ttl = absl::ZeroDuration();  // the session's own TTL; zero = the server's
+  bool pinned = false;
 };
 
 struct ModelInfo {

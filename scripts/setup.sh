@@ -16,6 +16,8 @@ PACKAGES=(
   libpcre2-dev libicu-dev
   # Python client and end-to-end tests (system python3)
   python3 python3-grpcio python3-numpy python3-protobuf
+  # deploy/ checks (YAML) and the replica drill (nginx as the gRPC router)
+  python3-yaml nginx-light
   # Tools used by tests and docs
   prometheus curl gnuplot-nox
 )

@@ -65,6 +65,12 @@ ABSL_FLAG(std::string, session_dir, "",
           "(created if missing; may be shared by replicas). A call's changes are on disk before "
           "it returns; sessions survive restarts and crashes and load on first use. Empty = "
           "sessions live in memory only. See docs/durability.md.");
+ABSL_FLAG(absl::Duration, session_hibernate_after, absl::InfiniteDuration(),
+          "With --session_dir: idle sessions leave memory after this long (they stay on disk, "
+          "load again on their next call, and release their lock so that another replica "
+          "may take them). inf = only when --max_sessions / --max_memory_bytes need room.");
+ABSL_FLAG(absl::Duration, max_session_ttl, absl::Hours(24 * 365),
+          "Largest ttl_seconds a CreateSession may ask for.");
 ABSL_FLAG(int64_t, session_log_compact_bytes, int64_t{64} << 20,
           "With --session_dir: fold a session's log into a new snapshot once it passes this "
           "many bytes.");
@@ -149,6 +155,8 @@ mnemo::engine::EngineConfig EngineConfigFromFlags(const std::vector<std::string>
   config.remember_capacity = absl::GetFlag(FLAGS_remember_capacity);
   config.max_remember_capacity = absl::GetFlag(FLAGS_max_remember_capacity);
   config.session_dir = absl::GetFlag(FLAGS_session_dir);
+  config.session_hibernate_after = absl::GetFlag(FLAGS_session_hibernate_after);
+  config.max_session_ttl = absl::GetFlag(FLAGS_max_session_ttl);
   config.session_log_compact_bytes = absl::GetFlag(FLAGS_session_log_compact_bytes);
   config.knn_exact_threshold = absl::GetFlag(FLAGS_knn_exact_threshold);
   config.kv_dtype = absl::GetFlag(FLAGS_kv_dtype);

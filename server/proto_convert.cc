@@ -156,6 +156,8 @@ engine::CreateSessionOptions ToCreateSessionOptions(const v1::CreateSessionReque
   options.knn_capacity = request.knn_capacity();
   options.remember = request.remember();
   options.remember_capacity = request.remember_capacity();
+  options.ttl = absl::Seconds(request.ttl_seconds());
+  options.pinned = request.pinned();
   return options;
 }
 
@@ -221,6 +223,8 @@ void ToProto(const engine::SessionInfo& session, v1::Session* out) {
   out->set_create_time(absl::ToUnixSeconds(session.create_time));
   out->set_last_use_time(absl::ToUnixSeconds(session.last_use_time));
   out->set_busy(session.busy);
+  out->set_ttl_seconds(absl::ToInt64Seconds(session.ttl));
+  out->set_pinned(session.pinned);
 }
 
 void ToProto(const engine::ModelInfo& model, v1::Model* out) {

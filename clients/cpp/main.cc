@@ -78,6 +78,10 @@ ABSL_FLAG(bool, skip_special_tokens, false, "detokenize: leave special tokens ou
 ABSL_FLAG(int32_t, logprobs, 0,
           "Report the N most likely alternatives of each token (printed to stderr).");
 ABSL_FLAG(bool, update_memory, false, "score: append the text to the session's memory.");
+ABSL_FLAG(absl::Duration, ttl, absl::ZeroDuration(),
+          "session create: the session's idle TTL (e.g. 30m; 0 = the server's --session_ttl).");
+ABSL_FLAG(bool, pinned, false,
+          "session create: never evicted nor expired (only session delete removes it).");
 ABSL_FLAG(std::string, id, "",
           "session create / import / fork: the new session's id (empty: server-generated; for "
           "import, the exported id).");
@@ -104,8 +108,8 @@ commands:
   score [--session ID] [--update_memory] [--ids] [--recall on|off] TEXT
   tokenize [--add_special_tokens] TEXT
   detokenize [--skip_special_tokens] IDS
-  session create [--id ID] [--remember [--remember_capacity N]] | get ID | list | delete ID
-          | export ID FILE | import FILE [--id ID] | fork ID [--id NEW_ID]
+  session create [--id ID] [--remember [--remember_capacity N]] [--ttl 30m] [--pinned]
+          | get ID | list | delete ID | export ID FILE | import FILE [--id ID] | fork ID [--id NEW_ID]
   models
   health [--service mnemo.v1.Generation]
 
@@ -350,13 +354,16 @@ void PrintSession(const mnemo::v1::Session& s) {
   std::cout << absl::StrFormat(
       "session_id: %s\nmodel: %s\ntokens_seen: %d\nmemory: xl_tokens=%d compressed_slots=%d "
       "knn_entries=%d remembered_tokens=%d bytes=%d\ncreate_time: %s\nlast_use_time: %s\n"
-      "busy: %s\n",
+      "busy: %s\nttl: %s\npinned: %s\n",
       s.session_id(), s.model(), s.tokens_seen(), s.memory().xl_tokens(),
       s.memory().compressed_slots(), s.memory().knn_entries(), s.memory().remembered_tokens(),
       s.memory().bytes(),
       absl::FormatTime(absl::FromUnixSeconds(s.create_time()), absl::UTCTimeZone()),
       absl::FormatTime(absl::FromUnixSeconds(s.last_use_time()), absl::UTCTimeZone()),
-      s.busy() ? "true" : "false");
+      s.busy() ? "true" : "false",
+      s.ttl_seconds() > 0 ? absl::FormatDuration(absl::Seconds(s.ttl_seconds()))
+                          : std::string("server default"),
+      s.pinned() ? "true" : "false");
 }
 
 constexpr char kSessionVerbs[] =
@@ -371,6 +378,8 @@ int RunSession(Client& client, const std::vector<std::string>& args) {
     request.set_session_id(absl::GetFlag(FLAGS_id));
     request.set_remember(absl::GetFlag(FLAGS_remember));
     request.set_remember_capacity(absl::GetFlag(FLAGS_remember_capacity));
+    request.set_ttl_seconds(absl::ToInt64Seconds(absl::GetFlag(FLAGS_ttl)));
+    request.set_pinned(absl::GetFlag(FLAGS_pinned));
     absl::StatusOr<mnemo::v1::Session> session = client.CreateSession(request);
     if (!session.ok()) return PrintError(session.status());
     std::cout << session->session_id() << "\n";  // bare, so SID=$(mnemo session create) works

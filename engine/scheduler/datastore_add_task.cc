@@ -60,17 +60,18 @@ bool DatastoreAddTask::Step(StepContext& ctx) {
     return true;
   }
   if (created != nullptr) s.datastore = std::move(created);
-  if (absl::Status committed = CommitSession(session::CallKind::kDatastore,
-                                             static_cast<int64_t>(values.size()));
-      !committed.ok()) {
-    Fail(std::move(committed));
-    return true;
-  }
   engine::AddToDatastoreResult result;
   result.entries_added = static_cast<int64_t>(values.size());
   result.datastore = SessionDatastoreInfo(s, model_id_);
-  Done done = std::move(done_);
-  done(std::move(result));
+  CommitSession(session::CallKind::kDatastore, static_cast<int64_t>(values.size()),
+                [done = std::move(done_), result = std::move(result)](
+                    absl::Status committed) mutable {
+                  if (committed.ok()) {
+                    done(std::move(result));
+                  } else {
+                    done(std::move(committed));
+                  }
+                });
   return true;
 }
 

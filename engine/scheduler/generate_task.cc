@@ -254,15 +254,6 @@ void GenerateTask::Abort(const absl::Status& status, absl::Time now) {
 void GenerateTask::Finish(FinishReason reason, absl::Status status, absl::Time now) {
   if (finished_) return;
   finished_ = true;
-  // What the call fed is durable before its result goes out (whatever the outcome: the
-  // session's next call continues from what is in memory now).
-  if (absl::Status committed = CommitSession(
-          session::CallKind::kGenerate,
-          static_cast<int64_t>(prompt_fed_ + generated_.size()));
-      !committed.ok() && status.ok()) {
-    reason = FinishReason::kError;
-    status = std::move(committed);
-  }
   engine::GenerateFinal final;
   final.reason = reason;
   final.status = std::move(status);
@@ -270,7 +261,17 @@ void GenerateTask::Finish(FinishReason reason, absl::Status status, absl::Time n
   final.usage.generated_tokens = static_cast<int>(generated_.size());
   final.usage.session_tokens = session() != nullptr ? session()->state.tokens_seen : 0;
   final.queue_time = queue_time_.value_or(now - submit_time_);
-  stream_->Close(std::move(final));
+  // What the call fed is durable before its result goes out (whatever the outcome: the
+  // session's next call continues from what is in memory now).
+  CommitSession(session::CallKind::kGenerate,
+                static_cast<int64_t>(prompt_fed_ + generated_.size()),
+                [stream = stream_, final = std::move(final)](absl::Status committed) mutable {
+                  if (!committed.ok() && final.status.ok()) {
+                    final.reason = FinishReason::kError;
+                    final.status = std::move(committed);
+                  }
+                  stream->Close(std::move(final));
+                });
 }
 
 }  // namespace mnemo::scheduler

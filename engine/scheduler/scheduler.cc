@@ -239,8 +239,9 @@ void Scheduler::AdmitTask(Request& request, const std::string& session_id, absl:
   }
   std::unique_ptr<Task> task = MakeTask(request, next_task_id_++, session);
   if (session != nullptr && sessions_.journal() != nullptr) {
-    task->set_commit([this](const session::Session& s, session::CallKind kind, int64_t tokens) {
-      return sessions_.Commit(s, kind, tokens);
+    task->set_commit([this](const session::Session& s, session::CallKind kind, int64_t tokens,
+                            Task::Deliver deliver) {
+      sessions_.Commit(s, kind, tokens, std::move(deliver));
     });
   }
   if (std::unique_ptr<Task> runnable = session_queue_.Acquire(std::move(task))) {
@@ -279,7 +280,8 @@ void Scheduler::Answer(CreateSessionCall& call) {
       sessions_.Create(call.options.session_id, call.options.knn_capacity,
                        !call.options.remember                 ? 0
                        : call.options.remember_capacity == 0 ? config_.remember_capacity
-                                                              : call.options.remember_capacity);
+                                                              : call.options.remember_capacity,
+                       call.options.ttl, call.options.pinned);
   if (!created.ok()) {
     call.done(created.status());
   } else {
@@ -483,6 +485,8 @@ engine::SessionInfo Scheduler::Info(const session::Session& session) const {
   info.create_time = session.create_time;
   info.last_use_time = session.last_use_time;
   info.busy = session.busy;
+  info.ttl = session.ttl;
+  info.pinned = session.pinned;
   return info;
 }
 

@@ -127,28 +127,37 @@ bool ScoreTask::Step(StepContext& ctx) {
   result_.bits_per_byte = result_.byte_count > 0
                               ? -result_.total_logprob / std::log(2.0) / result_.byte_count
                               : 0.0;
-  if (options_.update_memory) {
-    if (absl::Status committed =
-            CommitSession(session::CallKind::kScore, static_cast<int64_t>(tokens_.size()));
-        !committed.ok()) {
-      Fail(std::move(committed));
-      return true;
-    }
-  }
   Done done = std::move(done_);
-  done(std::move(result_));
+  if (!options_.update_memory) {  // the session did not change
+    done(std::move(result_));
+    return true;
+  }
+  CommitSession(session::CallKind::kScore, static_cast<int64_t>(tokens_.size()),
+                [done = std::move(done), result = std::move(result_)](
+                    absl::Status committed) mutable {
+                  if (committed.ok()) {
+                    done(std::move(result));
+                  } else {
+                    done(std::move(committed));
+                  }
+                });
   return true;
 }
 
 void ScoreTask::Abort(const absl::Status& status, absl::Time) { Fail(status); }
 
 void ScoreTask::Fail(absl::Status status) {
-  // Chunks fed before the failure changed the session: on disk too, as far as it goes.
-  if (options_.update_memory && started_) {
-    CommitSession(session::CallKind::kScore, static_cast<int64_t>(fed_)).IgnoreError();
-  }
   Done done = std::move(done_);
-  if (done) done(std::move(status));
+  if (!done) return;
+  if (!options_.update_memory || !started_) {
+    done(std::move(status));
+    return;
+  }
+  // Chunks fed before the failure changed the session: on disk too, as far as it goes.
+  CommitSession(session::CallKind::kScore, static_cast<int64_t>(fed_),
+                [done = std::move(done), status = std::move(status)](absl::Status) mutable {
+                  done(std::move(status));
+                });
 }
 
 }  // namespace mnemo::scheduler

@@ -86,18 +86,21 @@ class Task {
 
   // Durable sessions (docs/durability.md): how a session task makes what it changed durable
   // before it delivers its result (SessionStore::Commit). Unset: nothing to do.
-  using CommitFn =
-      std::function<absl::Status(const session::Session&, session::CallKind, int64_t tokens)>;
+  using Deliver = std::function<void(absl::Status committed)>;
+  using CommitFn = std::function<void(const session::Session&, session::CallKind,
+                                      int64_t tokens, Deliver deliver)>;
   void set_commit(CommitFn commit) { commit_ = std::move(commit); }
 
  protected:
   Task(uint64_t id, session::Session* session) : id_(id), session_(session) {}
 
-  // Commits the session's state (OK for one-shot tasks and without a CommitFn). Runs on the
-  // thread that finishes the task, which holds the session.
-  absl::Status CommitSession(session::CallKind kind, int64_t tokens) const {
-    if (session_ == nullptr || !commit_) return absl::OkStatus();
-    return commit_(*session_, kind, tokens);
+  // Commits the session's state, then runs `deliver` with the outcome: inline (OK) for
+  // one-shot tasks and without a CommitFn, else once the commit is on disk, on the journal's
+  // writer thread. Called on the thread that finishes the task, which holds the session;
+  // `deliver` must not touch the task (it may be gone by then): it captures what it delivers.
+  void CommitSession(session::CallKind kind, int64_t tokens, Deliver deliver) const {
+    if (session_ == nullptr || !commit_) return deliver(absl::OkStatus());
+    commit_(*session_, kind, tokens, std::move(deliver));
   }
 
  private:

@@ -11,6 +11,7 @@
 //   SequenceState::history          the recall index of every token fed (remember only)
 //   Session::datastore              the private kNN-LM datastore (null until first added to)
 //   Session::id, create_time        identity and age (last_use_time, last_use_seq: LRU order)
+//   Session::ttl, pinned            its own expiry policy
 // Not state worth keeping: busy (a request in flight; the scheduler's SessionQueue holds the
 // ones waiting) and bytes (an accounting cache).
 //
@@ -79,6 +80,9 @@ struct Session {
   absl::Time create_time;
   absl::Time last_use_time;
   uint64_t last_use_seq = 0;  // orders uses that share a timestamp (LRU tie-break)
+  // The session's own idle TTL (zero = the store's) and pin (never evicted nor expired).
+  absl::Duration ttl = absl::ZeroDuration();
+  bool pinned = false;
   // True while a request runs on this session; busy sessions are never evicted or deleted.
   // Set and cleared by the scheduler's SessionQueue, which also holds the requests waiting.
   bool busy = false;

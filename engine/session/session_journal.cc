@@ -6,11 +6,13 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "engine/util/binary_io.h"
 #include "engine/util/files.h"
 #include "engine/util/status_macros.h"
@@ -93,12 +95,18 @@ absl::Status InFile(const absl::Status& status, absl::string_view id, absl::stri
 }  // namespace
 
 struct SessionJournal::Files {
-  int log_fd = -1;
   int lock_fd = -1;
-  int64_t generation = 0;
-  int64_t log_bytes = 0;  // records since the snapshot
-  LogMark mark;           // what the next record is a delta from
-  bool needs_snapshot = false;  // the last commit failed: the log no longer lines up
+  // The committing thread's (the one holding the session): what the next commit encodes from.
+  int64_t generation = 0;  // of the last snapshot encoded
+  int64_t log_bytes = 0;   // records encoded since it
+  LogMark mark;            // what the next record is a delta from
+  // The writer's: the log being appended, and the error that broke it (a commit that failed:
+  // later records of this session are dropped with it until a snapshot succeeds).
+  int log_fd = -1;
+  absl::Status broken;
+  // Set by the writer when `broken` is set, read by the committing thread: the next commit
+  // must be a snapshot.
+  std::atomic<bool> needs_snapshot{false};
 
   ~Files() {
     if (log_fd >= 0) ::close(log_fd);
@@ -106,10 +114,115 @@ struct SessionJournal::Files {
   }
 };
 
-SessionJournal::SessionJournal(SessionJournalConfig config, JournalObserver observer)
-    : config_(std::move(config)), observer_(std::move(observer)) {}
+struct SessionJournal::Job {
+  enum Kind { kRecord, kSnapshot, kBarrier };
+  Kind kind = kBarrier;
+  std::string id;
+  Files* files = nullptr;
+  std::string bytes;       // the framed record, or the snapshot
+  int64_t generation = 0;  // kSnapshot
+  absl::Time encoded;      // kSnapshot: when encoding began (the metric covers encode + write)
+  CommitDone done;
+};
 
-SessionJournal::~SessionJournal() = default;
+SessionJournal::SessionJournal(SessionJournalConfig config, JournalObserver observer)
+    : config_(std::move(config)), observer_(std::move(observer)), writer_([this] { WriterLoop(); }) {}
+
+SessionJournal::~SessionJournal() {
+  {
+    absl::MutexLock lock(&queue_mu_);
+    stopping_ = true;
+  }
+  writer_.join();  // the writer finishes what is queued first
+}
+
+void SessionJournal::Enqueue(Job job) {
+  absl::MutexLock lock(&queue_mu_);
+  queue_.push_back(std::move(job));
+  ++enqueued_;
+}
+
+void SessionJournal::Flush() {
+  absl::MutexLock lock(&queue_mu_);
+  struct Reached {
+    const uint64_t* done;
+    uint64_t target;
+    static bool Check(Reached* r) { return *r->done >= r->target; }
+  } reached{&done_, enqueued_};
+  queue_mu_.Await(absl::Condition(&Reached::Check, &reached));
+}
+
+void SessionJournal::WriterLoop() {
+  while (true) {
+    std::vector<Job> jobs;
+    {
+      absl::MutexLock lock(&queue_mu_);
+      queue_mu_.Await(absl::Condition(
+          +[](SessionJournal* j) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+            return !j->queue_.empty() || j->stopping_;
+          },
+          this));
+      if (queue_.empty()) return;  // stopping, and nothing left
+      jobs.swap(queue_);
+    }
+    WriteBatch(jobs);
+    absl::MutexLock lock(&queue_mu_);
+    done_ += jobs.size();
+  }
+}
+
+void SessionJournal::WriteBatch(std::vector<Job>& jobs) {
+  std::vector<absl::Status> outcome(jobs.size());
+  std::vector<Files*> to_sync;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    Job& job = jobs[i];
+    Files& files = *job.files;
+    if (job.kind == Job::kBarrier) continue;
+    if (job.kind == Job::kSnapshot) {
+      outcome[i] = WriteSnapshotFiles(job.id, job.bytes, job.generation, files);
+      if (outcome[i].ok()) {
+        files.broken = absl::OkStatus();
+        if (observer_.snapshot) {
+          observer_.snapshot(absl::Now() - job.encoded, static_cast<int64_t>(job.bytes.size()));
+        }
+      }
+    } else if (!files.broken.ok()) {
+      outcome[i] = files.broken;  // it would continue a state that is not on disk
+    } else {
+      const std::string path = PathOf(job.id, ".log");
+      const off_t before = ::lseek(files.log_fd, 0, SEEK_END);
+      outcome[i] = WriteAll(files.log_fd, job.bytes, path);
+      if (!outcome[i].ok()) {
+        if (before >= 0) ::ftruncate(files.log_fd, before);  // no partial record stays
+      } else {
+        if (std::find(to_sync.begin(), to_sync.end(), &files) == to_sync.end()) {
+          to_sync.push_back(&files);
+        }
+        if (observer_.log_write) observer_.log_write(static_cast<int64_t>(job.bytes.size()));
+      }
+    }
+    if (!outcome[i].ok() && files.broken.ok()) {
+      files.broken = outcome[i];
+      files.needs_snapshot.store(true, std::memory_order_release);
+    }
+  }
+  // One fdatasync per file for the whole batch (group commit).
+  for (Files* files : to_sync) {
+    if (::fdatasync(files->log_fd) != 0) {
+      const absl::Status error = ErrnoStatus(errno, "syncing a session log");
+      for (size_t i = 0; i < jobs.size(); ++i) {
+        if (jobs[i].files == files && jobs[i].kind == Job::kRecord && outcome[i].ok()) {
+          outcome[i] = error;
+        }
+      }
+      files->broken = error;
+      files->needs_snapshot.store(true, std::memory_order_release);
+    }
+  }
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    if (jobs[i].done) jobs[i].done(std::move(outcome[i]));
+  }
+}
 
 absl::StatusOr<std::unique_ptr<SessionJournal>> SessionJournal::Open(
     SessionJournalConfig config, JournalObserver observer) {
@@ -170,25 +283,26 @@ absl::StatusOr<int> SessionJournal::Lock(absl::string_view id) {
   return fd;
 }
 
-absl::Status SessionJournal::WriteSnapshot(const Session& session, Files& files) {
-  const absl::Time start = absl::Now();
-  const int64_t generation = files.generation + 1;
-  const std::string bytes = EncodeSnapshot(session, config_.model_id, generation);
-  MNEMO_RETURN_IF_ERROR(WriteFileAtomically(config_.dir, PathOf(session.id, ".snap"), bytes));
+std::string SessionJournal::NextSnapshot(const Session& session, Files& files) {
+  files.generation += 1;
+  files.log_bytes = 0;
+  files.mark = MarkSession(session);
+  files.needs_snapshot.store(false, std::memory_order_release);
+  return EncodeSnapshot(session, config_.model_id, files.generation);
+}
+
+absl::Status SessionJournal::WriteSnapshotFiles(absl::string_view id, const std::string& bytes,
+                                                int64_t generation, Files& files) {
+  MNEMO_RETURN_IF_ERROR(WriteFileAtomically(config_.dir, PathOf(id, ".snap"), bytes));
   // The snapshot holds everything the old log did: a crash from here on finds a log of an
   // older generation and ignores it.
-  const std::string log_path = PathOf(session.id, ".log");
-  MNEMO_RETURN_IF_ERROR(WriteFileAtomically(
-      config_.dir, log_path, LogHeader(config_.model_id, session.id, generation)));
+  const std::string log_path = PathOf(id, ".log");
+  MNEMO_RETURN_IF_ERROR(
+      WriteFileAtomically(config_.dir, log_path, LogHeader(config_.model_id, id, generation)));
   const int fd = ::open(log_path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
   if (fd < 0) return ErrnoStatus(errno, absl::StrCat("opening ", log_path));
   if (files.log_fd >= 0) ::close(files.log_fd);
   files.log_fd = fd;
-  files.generation = generation;
-  files.log_bytes = 0;
-  files.mark = MarkSession(session);
-  files.needs_snapshot = false;
-  if (observer_.snapshot) observer_.snapshot(absl::Now() - start, static_cast<int64_t>(bytes.size()));
   return absl::OkStatus();
 }
 
@@ -200,10 +314,16 @@ absl::Status SessionJournal::Create(Session& session) {
   MNEMO_ASSIGN_OR_RETURN(const int lock_fd, Lock(session.id));
   auto files = std::make_unique<Files>();
   files->lock_fd = lock_fd;
-  if (absl::Status s = WriteSnapshot(session, *files); !s.ok()) {
+  const absl::Time start = absl::Now();
+  const std::string bytes = NextSnapshot(session, *files);
+  if (absl::Status s = WriteSnapshotFiles(session.id, bytes, files->generation, *files);
+      !s.ok()) {
     ::unlink(PathOf(session.id, ".snap").c_str());
     ::unlink(PathOf(session.id, ".log").c_str());
     return s;
+  }
+  if (observer_.snapshot) {
+    observer_.snapshot(absl::Now() - start, static_cast<int64_t>(bytes.size()));
   }
   on_disk_.fetch_add(1, std::memory_order_relaxed);
   absl::MutexLock lock(&mu_);
@@ -311,32 +431,44 @@ absl::StatusOr<std::unique_ptr<Session>> SessionJournal::Load(absl::string_view 
   return std::move(*session);
 }
 
-absl::Status SessionJournal::Commit(const Session& session, CallKind kind, int64_t tokens_fed) {
+void SessionJournal::Commit(const Session& session, CallKind kind, int64_t tokens_fed,
+                            CommitDone done) {
   Files* files = Find(session.id);
   if (files == nullptr) {
-    return absl::InternalError(absl::StrCat("session '", session.id, "' is not in the journal"));
+    if (done) {
+      done(absl::InternalError(absl::StrCat("session '", session.id, "' is not in the journal")));
+    }
+    return;
   }
-  if (kind == CallKind::kDatastore || files->needs_snapshot ||
+  Job job;
+  job.id = session.id;
+  job.files = files;
+  job.done = std::move(done);
+  if (kind == CallKind::kDatastore || files->needs_snapshot.load(std::memory_order_acquire) ||
       files->log_bytes > config_.compact_log_bytes || !CanLogSince(session, files->mark)) {
-    absl::Status s = WriteSnapshot(session, *files);
-    if (!s.ok()) files->needs_snapshot = true;
-    return s;
+    job.kind = Job::kSnapshot;
+    job.encoded = absl::Now();
+    job.bytes = NextSnapshot(session, *files);
+    job.generation = files->generation;
+  } else {
+    job.kind = Job::kRecord;
+    AppendFrame(job.bytes, kRecordTag, EncodeLogRecord(session, files->mark, kind, tokens_fed));
+    files->log_bytes += static_cast<int64_t>(job.bytes.size());
+    files->mark = MarkSession(session);
   }
-  std::string frame;
-  AppendFrame(frame, kRecordTag, EncodeLogRecord(session, files->mark, kind, tokens_fed));
-  const std::string path = PathOf(session.id, ".log");
-  absl::Status status = WriteAll(files->log_fd, frame, path);
-  if (status.ok() && ::fdatasync(files->log_fd) != 0) {
-    status = ErrnoStatus(errno, absl::StrCat("syncing ", path));
-  }
-  if (!status.ok()) {
-    files->needs_snapshot = true;  // a partial record may be in the file
-    return status;
-  }
-  files->log_bytes += static_cast<int64_t>(frame.size());
-  files->mark = MarkSession(session);
-  if (observer_.log_write) observer_.log_write(static_cast<int64_t>(frame.size()));
-  return absl::OkStatus();
+  Enqueue(std::move(job));
+}
+
+absl::Status SessionJournal::CommitNow(const Session& session, CallKind kind,
+                                       int64_t tokens_fed) {
+  absl::Notification written;
+  absl::Status status;
+  Commit(session, kind, tokens_fed, [&](absl::Status s) {
+    status = std::move(s);
+    written.Notify();
+  });
+  written.WaitForNotification();
+  return status;
 }
 
 absl::Status SessionJournal::Snapshot(const Session& session) {
@@ -344,24 +476,25 @@ absl::Status SessionJournal::Snapshot(const Session& session) {
   if (files == nullptr) {
     return absl::InternalError(absl::StrCat("session '", session.id, "' is not in the journal"));
   }
-  absl::Status s = WriteSnapshot(session, *files);
-  if (!s.ok()) files->needs_snapshot = true;
-  return s;
+  files->needs_snapshot.store(true, std::memory_order_release);
+  return CommitNow(session, CallKind::kScore, 0);
 }
 
 absl::Status SessionJournal::Release(const Session& session, bool compact) {
   Files* files = Find(session.id);
   if (files == nullptr) return absl::OkStatus();
   absl::Status status;
-  if (compact && (files->log_bytes > 0 || files->needs_snapshot)) {
-    status = WriteSnapshot(session, *files);
+  if (compact && (files->log_bytes > 0 || files->needs_snapshot.load())) {
+    status = Snapshot(session);
   }
+  Flush();  // nothing of this session is left in the queue
   absl::MutexLock lock(&mu_);
   open_.erase(session.id);
   return status;
 }
 
 absl::Status SessionJournal::Remove(absl::string_view id) {
+  Flush();  // no queued write of this session lands after its files are gone
   std::unique_ptr<Files> files;
   {
     absl::MutexLock lock(&mu_);

@@ -75,7 +75,11 @@ absl::StatusOr<SnapshotMeta> ReadMeta(absl::string_view payload) {
   MNEMO_ASSIGN_OR_RETURN(meta.knn_len, in.Count("meta knn_len", int64_t{1} << 30));
   MNEMO_ASSIGN_OR_RETURN(meta.remember_capacity,
                          in.Count("meta remember_capacity", int64_t{1} << 34));
+  MNEMO_ASSIGN_OR_RETURN(const int64_t ttl, in.Count("meta ttl", int64_t{1} << 62));
+  MNEMO_ASSIGN_OR_RETURN(const uint8_t pinned, in.U8("meta pinned"));
   MNEMO_RETURN_IF_ERROR(util::ExpectEnd(in, "meta"));
+  meta.ttl = absl::Nanoseconds(ttl);
+  meta.pinned = pinned != 0;
   meta.create_time = absl::FromUnixNanos(created);
   meta.last_use_time = absl::FromUnixNanos(used);
   return meta;
@@ -102,7 +106,7 @@ absl::StatusOr<SnapshotMeta> CheckHeaderAndReadMeta(absl::string_view bytes, siz
 
 void AppendFrame(std::string& out, uint32_t tag, absl::string_view payload) {
   const int64_t length = static_cast<int64_t>(payload.size());
-  const uint32_t crc = util::Crc32(payload, util::Crc32(absl::string_view(
+  const uint32_t crc = util::Crc32c(payload, util::Crc32c(absl::string_view(
                                                  reinterpret_cast<const char*>(&tag), 4)));
   out.append(reinterpret_cast<const char*>(&tag), 4);
   out.append(reinterpret_cast<const char*>(&length), 8);
@@ -128,8 +132,8 @@ absl::StatusOr<Frame> ReadFrame(absl::string_view bytes, size_t* pos, absl::stri
                                             left, " present)"));
   }
   frame.payload = bytes.substr(*pos + kFrameHeader, static_cast<size_t>(length));
-  const uint32_t actual = util::Crc32(
-      frame.payload, util::Crc32(absl::string_view(reinterpret_cast<const char*>(&frame.tag), 4)));
+  const uint32_t actual = util::Crc32c(
+      frame.payload, util::Crc32c(absl::string_view(reinterpret_cast<const char*>(&frame.tag), 4)));
   if (actual != crc) {
     return absl::DataLossError(absl::StrCat(what, ": checksum mismatch (the bytes were damaged)"));
   }
@@ -150,6 +154,8 @@ std::string EncodeSnapshot(const Session& session, absl::string_view model_id,
     w.I64(absl::ToUnixNanos(session.last_use_time));
     w.I64(state.memory.shape().knn_len);
     w.I64(state.history != nullptr ? state.history->capacity() : 0);
+    w.I64(absl::ToInt64Nanoseconds(session.ttl));
+    w.U8(session.pinned ? 1 : 0);
   });
   out += Section(kState, [&](util::BinaryWriter& w) { WriteState(state, w); });
   out += Section(kMemory, [&](util::BinaryWriter& w) { state.memory.WriteTo(w); });
@@ -183,6 +189,8 @@ absl::StatusOr<std::unique_ptr<Session>> DecodeSnapshot(absl::string_view bytes,
   session->id = meta.session_id;
   session->create_time = meta.create_time;
   session->last_use_time = meta.last_use_time;
+  session->ttl = meta.ttl;
+  session->pinned = meta.pinned;
   session->state.memory = new_memory(meta.knn_len);
   if (meta.remember_capacity > 0) {
     session->state.history = std::make_unique<datastore::HistoryIndex>(meta.remember_capacity);

@@ -2,7 +2,7 @@
 // a log holds one record per call that changed it since.
 //
 // Snapshot: magic "MNEMOSNP", format version, then sections, each [tag u32][length i64]
-// [CRC-32 u32][payload], ending with the end tag:
+// [CRC-32C u32][payload], ending with the end tag:
 //   meta      model id, session id, snapshot generation, create/last-use times, the kNN and
 //             recall capacities the session was made with
 //   state     tokens_seen, last_exit_layer, last_logprobs, last_knn_lm_key
@@ -42,6 +42,8 @@ struct SnapshotMeta {
   absl::Time last_use_time;
   int64_t knn_len = 0;            // the memory's MemoryShape::knn_len
   int64_t remember_capacity = 0;  // 0 = no recall history
+  absl::Duration ttl = absl::ZeroDuration();
+  bool pinned = false;
 };
 
 // What a restore needs to rebuild a session: a fresh memory for `knn_len` (the shape's kNN

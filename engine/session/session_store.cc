@@ -39,7 +39,14 @@ std::string SessionStore::NewId() {
 }
 
 absl::StatusOr<Session*> SessionStore::Create(absl::string_view requested_id,
-                                              int64_t knn_capacity, int64_t remember_capacity) {
+                                              int64_t knn_capacity, int64_t remember_capacity,
+                                              absl::Duration ttl, bool pinned) {
+  if (ttl < absl::ZeroDuration() || ttl > config_.max_ttl) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "ttl_seconds must be in [0, ", absl::ToInt64Seconds(config_.max_ttl),
+        "] (0 = the server's --session_ttl; mnemo-server --max_session_ttl), got ",
+        absl::ToInt64Seconds(ttl)));
+  }
   if (remember_capacity < 0 || remember_capacity > config_.max_remember_capacity) {
     return absl::InvalidArgumentError(absl::StrCat(
         "remember_capacity must be in [0, ", config_.max_remember_capacity,
@@ -73,6 +80,8 @@ absl::StatusOr<Session*> SessionStore::Create(absl::string_view requested_id,
     session->state.history = std::make_unique<datastore::HistoryIndex>(remember_capacity);
   }
   session->create_time = clock_();
+  session->ttl = ttl;
+  session->pinned = pinned;
   return Adopt(std::move(session));
 }
 
@@ -97,7 +106,7 @@ absl::Status SessionStore::MakeRoom(int64_t bytes) {
   int64_t idle_count = 0;
   int64_t idle_bytes = 0;
   for (const auto& [unused, s] : sessions_) {
-    if (!s->busy) {
+    if (!s->busy && !s->pinned) {
       ++idle_count;
       idle_bytes += s->bytes;
     }
@@ -106,12 +115,12 @@ absl::Status SessionStore::MakeRoom(int64_t bytes) {
   if (count + 1 > config_.max_sessions && count + 1 - idle_count > config_.max_sessions) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "max_sessions (", config_.max_sessions,
-        ") reached and every session is busy; retry later or raise --max_sessions"));
+        ") reached and every session is busy or pinned; retry later or raise --max_sessions"));
   }
   if (total_bytes_ - idle_bytes + bytes > config_.max_memory_bytes) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "max_memory_bytes (", config_.max_memory_bytes, ") cannot fit a session of ", bytes,
-        " bytes beside the busy ones; retry later or raise the limit"));
+        " bytes beside the busy and pinned ones; retry later or raise the limit"));
   }
   while (static_cast<int64_t>(sessions_.size()) + 1 > config_.max_sessions) {
     Evict(LeastRecentlyUsedIdle(nullptr),
@@ -177,10 +186,10 @@ absl::Status SessionStore::Delete(absl::string_view id) {
   return absl::OkStatus();
 }
 
-absl::Status SessionStore::Commit(const Session& session, CallKind kind,
-                                  int64_t tokens_fed) const {
-  if (journal() == nullptr) return absl::OkStatus();
-  return journal()->Commit(session, kind, tokens_fed);
+void SessionStore::Commit(const Session& session, CallKind kind, int64_t tokens_fed,
+                          std::function<void(absl::Status)> done) const {
+  if (journal() == nullptr) return done(absl::OkStatus());
+  journal()->Commit(session, kind, tokens_fed, std::move(done));
 }
 
 void SessionStore::Touch(Session& session) {
@@ -203,18 +212,31 @@ void SessionStore::UpdateBytes(Session& session) {
 }
 
 int SessionStore::Sweep(absl::Time now) {
-  if (config_.ttl == absl::InfiniteDuration()) return 0;
-  std::vector<Session*> expired;
+  std::vector<Session*> expired, dormant;
   for (const auto& [unused, s] : sessions_) {
-    if (!s->busy && now - s->last_use_time > config_.ttl) expired.push_back(s.get());
+    if (s->busy || s->pinned) continue;
+    const absl::Duration idle = now - s->last_use_time;
+    if (idle > TtlOf(*s)) {
+      expired.push_back(s.get());
+    } else if (journal() != nullptr && idle > config_.hibernate_after) {
+      dormant.push_back(s.get());
+    }
   }
   for (Session* s : expired) {
+    const bool own = s->ttl > absl::ZeroDuration();
     Evict(s,
           absl::StrCat("expired after being idle for more than ",
-                       absl::FormatDuration(config_.ttl), " (session_ttl)"),
+                       absl::FormatDuration(TtlOf(*s)), own ? " (its ttl)" : " (session_ttl)"),
           /*hibernate=*/false);
   }
+  for (Session* s : dormant) {
+    Evict(s, "hibernated", /*hibernate=*/true);
+  }
   return static_cast<int>(expired.size());
+}
+
+absl::Duration SessionStore::TtlOf(const Session& session) const {
+  return session.ttl > absl::ZeroDuration() ? session.ttl : config_.ttl;
 }
 
 std::vector<const Session*> SessionStore::List() const {
@@ -229,7 +251,7 @@ std::vector<const Session*> SessionStore::List() const {
 Session* SessionStore::LeastRecentlyUsedIdle(const Session* keep) const {
   Session* best = nullptr;
   for (const auto& [unused, s] : sessions_) {
-    if (s->busy || s.get() == keep) continue;
+    if (s->busy || s->pinned || s.get() == keep) continue;
     if (best == nullptr || s->last_use_seq < best->last_use_seq) best = s.get();
   }
   return best;

@@ -41,6 +41,11 @@ namespace mnemo::session {
 struct SessionStoreConfig {
   int max_sessions = 1024;
   absl::Duration ttl = absl::Hours(1);  // absl::InfiniteDuration() = never expire
+  absl::Duration max_ttl = absl::Hours(24 * 365);  // largest TTL a CreateSession may ask for
+  // With a journal: idle sessions hibernate (leave memory, stay on disk, release their lock
+  // so that another replica may load them) after this long; infinite = only when the limits
+  // need room.
+  absl::Duration hibernate_after = absl::InfiniteDuration();
   int64_t max_memory_bytes = int64_t{8} << 30;
   int remembered_evictions = 4096;  // evicted ids kept for the NOT_FOUND message
   int64_t max_knn_capacity = int64_t{1} << 20;  // largest CreateSession knn_capacity
@@ -71,8 +76,10 @@ class SessionStore {
   // RESOURCE_EXHAUSTED when no idle session can be evicted to respect the limits.
   // `knn_capacity` sizes the session's kNN memory (0 = the model's default);
   // `remember_capacity` > 0 gives it a recall history of that many tokens (docs/recall.md).
+  // `ttl` (zero = config ttl, at most max_ttl) and `pinned` set the session's own expiry.
   absl::StatusOr<Session*> Create(absl::string_view id, int64_t knn_capacity = 0,
-                                  int64_t remember_capacity = 0);
+                                  int64_t remember_capacity = 0,
+                                  absl::Duration ttl = absl::ZeroDuration(), bool pinned = false);
   // Adds a session made elsewhere (an imported snapshot, a fork) under its id, as Create adds
   // a new one (INVALID_ARGUMENT for a bad id, ALREADY_EXISTS, the limits). Its last use is now.
   absl::StatusOr<Session*> Adopt(std::unique_ptr<Session> session);
@@ -88,12 +95,15 @@ class SessionStore {
   // Re-reads the session's memory bytes and evicts other idle sessions (LRU first) while the
   // total exceeds max_memory_bytes. Call after the session's memory may have grown.
   void UpdateBytes(Session& session);
-  // Deletes idle sessions unused for longer than ttl; returns how many.
+  // Deletes idle sessions unused for longer than their ttl (pinned ones never), hibernates
+  // those idle for longer than hibernate_after (with a journal); returns how many expired.
   int Sweep(absl::Time now);
 
-  // Makes the session's current state durable (no-op without a journal); see
-  // SessionJournal::Commit. Safe from the thread that holds the session.
-  absl::Status Commit(const Session& session, CallKind kind, int64_t tokens_fed) const;
+  // Makes the session's current state durable, then calls `done` with the outcome: inline
+  // (OK) without a journal, else on the journal's writer thread (SessionJournal::Commit). Safe
+  // from the thread that holds the session.
+  void Commit(const Session& session, CallKind kind, int64_t tokens_fed,
+              std::function<void(absl::Status)> done) const;
   SessionJournal* journal() const { return config_.journal.get(); }
 
   // Every session in memory, sorted by id.
@@ -106,7 +116,8 @@ class SessionStore {
   const SessionStoreConfig& config() const { return config_; }
 
  private:
-  // The least recently used idle session other than `keep`, or nullptr.
+  absl::Duration TtlOf(const Session& session) const;
+  // The least recently used idle, unpinned session other than `keep`, or nullptr.
   Session* LeastRecentlyUsedIdle(const Session* keep) const;
   // Removes `session` from memory and remembers why; with a journal, `hibernate` keeps it on
   // disk (nothing to remember) and otherwise deletes its files.

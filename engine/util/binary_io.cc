@@ -11,11 +11,33 @@ std::array<uint32_t, 256> MakeCrcTable() {
   std::array<uint32_t, 256> table{};
   for (uint32_t i = 0; i < 256; ++i) {
     uint32_t c = i;
-    for (int k = 0; k < 8; ++k) c = (c & 1) != 0 ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+    for (int k = 0; k < 8; ++k) c = (c & 1) != 0 ? 0x82F63B78u ^ (c >> 1) : c >> 1;
     table[i] = c;
   }
   return table;
 }
+
+uint32_t Crc32cTable(absl::string_view data, uint32_t crc) {
+  static const std::array<uint32_t, 256> table = MakeCrcTable();
+  for (unsigned char byte : data) crc = table[(crc ^ byte) & 0xFF] ^ (crc >> 8);
+  return crc;
+}
+
+#if defined(__x86_64__)
+__attribute__((target("sse4.2"))) uint32_t Crc32cSse42(absl::string_view data, uint32_t crc) {
+  const char* p = data.data();
+  size_t n = data.size();
+  uint64_t c = crc;
+  for (; n >= 8; n -= 8, p += 8) {
+    uint64_t word;
+    std::memcpy(&word, p, 8);
+    c = __builtin_ia32_crc32di(c, word);
+  }
+  uint32_t c32 = static_cast<uint32_t>(c);
+  for (; n > 0; --n, ++p) c32 = __builtin_ia32_crc32qi(c32, static_cast<unsigned char>(*p));
+  return c32;
+}
+#endif
 
 constexpr int kMaxDims = 8;
 
@@ -27,11 +49,12 @@ std::string ShapeString(absl::Span<const int64_t> shape) {
 
 }  // namespace
 
-uint32_t Crc32(absl::string_view data, uint32_t crc) {
-  static const std::array<uint32_t, 256> table = MakeCrcTable();
-  crc = ~crc;
-  for (unsigned char byte : data) crc = table[(crc ^ byte) & 0xFF] ^ (crc >> 8);
-  return ~crc;
+uint32_t Crc32c(absl::string_view data, uint32_t crc) {
+#if defined(__x86_64__)
+  static const bool hardware = __builtin_cpu_supports("sse4.2");
+  if (hardware) return ~Crc32cSse42(data, ~crc);
+#endif
+  return ~Crc32cTable(data, ~crc);
 }
 
 void BinaryWriter::Bytes(absl::string_view bytes) {

@@ -288,15 +288,19 @@ class Client:
 
     def create_session(self, session_id: str = "", *, knn_capacity: int = 0,
                        remember: bool = False, remember_capacity: int = 0,
+                       ttl_seconds: int = 0, pinned: bool = False,
                        timeout: Optional[float] = None) -> Session:
         """knn_capacity: kNN memory entries per head (0 = the server's --knn_capacity).
         remember: keep every token the session reads and generates for recall (then on by
         default in its generate and score calls); remember_capacity: tokens kept (0 = the
-        server's --remember_capacity)."""
+        server's --remember_capacity). ttl_seconds: idle time after which the session is
+        deleted (0 = the server's --session_ttl); pinned: never evicted nor expired (only
+        delete_session removes it)."""
         r = self._unary(self._sessions.CreateSession,
                         sessions_pb2.CreateSessionRequest(
                             session_id=session_id, knn_capacity=knn_capacity,
-                            remember=remember, remember_capacity=remember_capacity), timeout,
+                            remember=remember, remember_capacity=remember_capacity,
+                            ttl_seconds=ttl_seconds, pinned=pinned), timeout,
                         session_id)
         return session_from_proto(r)
 

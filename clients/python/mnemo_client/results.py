@@ -75,6 +75,8 @@ class Session:
     create_time: int  # seconds since the Unix epoch
     last_use_time: int
     busy: bool
+    ttl_seconds: int = 0  # its own idle TTL; 0 = the server's
+    pinned: bool = False
 
 
 @dataclasses.dataclass
@@ -181,6 +183,8 @@ def session_from_proto(msg: sessions_pb2.Session) -> Session:
         create_time=msg.create_time,
         last_use_time=msg.last_use_time,
         busy=msg.busy,
+        ttl_seconds=msg.ttl_seconds,
+        pinned=msg.pinned,
     )
 
 

@@ -269,6 +269,61 @@ TEST_F(DurabilityTest, AnotherModelsSessionsAreRefused) {
   EXPECT_NE(s.status().message().find("tiny@0000000000000001"), std::string::npos);
 }
 
+TEST_F(DurabilityTest, TtlAndPinSurviveARestart) {
+  Restart();
+  Waiter<absl::StatusOr<SessionInfo>> w;
+  engine::CreateSessionOptions options;
+  options.session_id = "kept";
+  options.ttl = absl::Minutes(5);
+  options.pinned = true;
+  scheduler_->CreateSession(options, w.Callback());
+  ASSERT_TRUE(w.Wait().ok());
+  Restart();
+  absl::StatusOr<SessionInfo> info = GetSession("kept");
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->ttl, absl::Minutes(5));
+  EXPECT_TRUE(info->pinned);
+}
+
+TEST_F(DurabilityTest, IdleSessionsHibernateAndReleaseTheirLock) {
+  scheduler_.reset();
+  SchedulerConfig config = TestConfig();  // sweeps every 10 ms
+  config.sessions.hibernate_after = absl::Milliseconds(50);
+  absl::StatusOr<std::unique_ptr<session::SessionJournal>> journal =
+      session::SessionJournal::Open({dir_.string(), "tiny@0000000000000001"});
+  ASSERT_TRUE(journal.ok());
+  config.sessions.journal = std::move(*journal);
+  Start(std::move(config), model::Model::Random(testing::TinyMemoryModelConfig(), 7));
+  ASSERT_TRUE(Create("idle", false).ok());
+  Feed("idle", 0);
+  const auto probe = Probe("idle");
+  absl::StatusOr<std::unique_ptr<session::SessionJournal>> other =
+      session::SessionJournal::Open({dir_.string(), "tiny@0000000000000001"});
+  ASSERT_TRUE(other.ok());
+  std::unique_ptr<model::Model> model =
+      model::Model::Random(testing::TinyMemoryModelConfig(), 7);
+  auto new_memory = [&](int64_t knn_len) {
+    model::MemoryOptions options;
+    if (knn_len > 0) options.knn_mem_len = static_cast<int>(knn_len);
+    return model->NewMemory(options);
+  };
+  // Once idle for longer than hibernate_after the session leaves memory and its lock: another
+  // replica can load it, and finds it exactly as it was.
+  absl::StatusOr<std::unique_ptr<session::Session>> taken;
+  for (int attempt = 0; attempt < 200; ++attempt) {
+    taken = (*other)->Load("idle", new_memory);
+    if (taken.ok()) break;
+    ASSERT_EQ(taken.status().code(), absl::StatusCode::kUnavailable) << taken.status();
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  ASSERT_TRUE(taken.ok()) << taken.status();
+  EXPECT_EQ((*taken)->state.tokens_seen, probe.second);
+  // While the other holds it, this scheduler cannot load it back.
+  EXPECT_EQ(GetSession("idle").status().code(), absl::StatusCode::kUnavailable);
+  ASSERT_TRUE((*other)->Release(**taken, false).ok());
+  EXPECT_EQ(Probe("idle"), probe);
+}
+
 TEST_F(DurabilityTest, OneWriterPerSession) {
   Restart();
   ASSERT_TRUE(Create("held", false).ok());

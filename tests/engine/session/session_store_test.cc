@@ -101,6 +101,47 @@ TEST_F(SessionStoreTest, TtlExpiresIdleSessionsOnly) {
   (void)a;
 }
 
+TEST_F(SessionStoreTest, OwnTtlAndPinOverrideTheStoreTtl) {
+  SessionStoreConfig config;
+  config.ttl = absl::Minutes(10);
+  config.max_ttl = absl::Hours(2);
+  SessionStore store = MakeStore(config);
+  ASSERT_TRUE(store.Create("short", 0, 0, absl::Minutes(1)).ok());
+  ASSERT_TRUE(store.Create("default").ok());
+  ASSERT_TRUE(store.Create("long", 0, 0, absl::Hours(1)).ok());
+  ASSERT_TRUE(store.Create("pinned", 0, 0, absl::ZeroDuration(), /*pinned=*/true).ok());
+  EXPECT_EQ(store.Create("too-long", 0, 0, absl::Hours(3)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(store.Create("negative", 0, 0, -absl::Seconds(1)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  Advance(absl::Minutes(2));
+  EXPECT_EQ(store.Sweep(now_), 1);
+  absl::Status gone = store.Find("short").status();
+  EXPECT_EQ(gone.code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(absl::StrContains(gone.message(), "its ttl")) << gone;
+  Advance(absl::Minutes(10));
+  EXPECT_EQ(store.Sweep(now_), 1);  // "default"
+  Advance(absl::Hours(100));
+  EXPECT_EQ(store.Sweep(now_), 1);  // "long"; the pinned one never expires
+  EXPECT_TRUE(store.Find("pinned").ok());
+}
+
+TEST_F(SessionStoreTest, PinnedSessionsAreNeverEvicted) {
+  SessionStoreConfig config;
+  config.max_sessions = 2;
+  SessionStore store = MakeStore(config);
+  ASSERT_TRUE(store.Create("pinned", 0, 0, absl::ZeroDuration(), true).ok());
+  ASSERT_TRUE(store.Create("a").ok());
+  Advance(absl::Seconds(1));
+  ASSERT_TRUE(store.Create("b").ok());  // evicts "a", the least recently used unpinned one
+  EXPECT_TRUE(store.Find("pinned").ok());
+  EXPECT_FALSE(store.Find("a").ok());
+  (*store.Find("b"))->busy = true;
+  absl::Status full = store.Create("c").status();  // only the pinned and a busy one left
+  EXPECT_EQ(full.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_TRUE(absl::StrContains(full.message(), "pinned")) << full;
+}
+
 TEST_F(SessionStoreTest, MaxSessionsEvictsLeastRecentlyUsed) {
   SessionStoreConfig config;
   config.max_sessions = 3;
