@@ -160,14 +160,17 @@ void SessionMemory::WriteDeltaSince(const Mark& mark, util::BinaryWriter& out) c
   out.I64s(cmp);
   const bool sinks_filling = mark.next_position < shape_.sink_len;
   out.U8(sinks_filling ? 1 : 0);
-  const torch::Tensor raw_slots = SlotTensor(raw), cmp_slots = SlotTensor(cmp);
   for (size_t i = 0; i < layers_.size(); ++i) {
     const LayerMemory& layer = layers_[i];
     for (const torch::Tensor* ring : {&layer.k_raw_, &layer.v_raw_}) {
-      out.Tensor(ring->index_select(2, raw_slots));
+      out.TensorSlots(*ring, 2, raw);
     }
     for (const torch::Tensor* ring : {&layer.k_cmp_, &layer.v_cmp_}) {
-      out.Tensor(ring->defined() ? ring->index_select(2, cmp_slots) : torch::Tensor());
+      if (ring->defined()) {
+        out.TensorSlots(*ring, 2, cmp);
+      } else {
+        out.Tensor(torch::Tensor());
+      }
     }
     for (const torch::Tensor* ring : {&layer.k_sink_, &layer.v_sink_}) {
       out.Tensor(sinks_filling ? *ring : torch::Tensor());

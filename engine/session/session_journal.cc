@@ -452,7 +452,7 @@ void SessionJournal::Commit(const Session& session, CallKind kind, int64_t token
     job.generation = files->generation;
   } else {
     job.kind = Job::kRecord;
-    AppendFrame(job.bytes, kRecordTag, EncodeLogRecord(session, files->mark, kind, tokens_fed));
+    job.bytes = EncodeLogRecord(session, files->mark, kind, tokens_fed, kRecordTag);
     files->log_bytes += static_cast<int64_t>(job.bytes.size());
     files->mark = MarkSession(session);
   }

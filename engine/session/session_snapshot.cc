@@ -1,5 +1,6 @@
 #include "engine/session/session_snapshot.h"
 
+#include <algorithm>
 #include <cstring>
 #include <utility>
 
@@ -255,9 +256,20 @@ bool CanLogSince(const Session& session, const LogMark& mark) {
 }
 
 std::string EncodeLogRecord(const Session& session, const LogMark& mark, CallKind kind,
-                            int64_t tokens_fed) {
+                            int64_t tokens_fed, uint32_t tag) {
   const SequenceState& state = session.state;
   util::BinaryWriter w;
+  // About what the delta holds: the ring rows of the positions fed since the mark, for every
+  // layer, keys and values (+ compressed and kNN rows, bounded by the same), + the state.
+  const memory::SessionMemory& memory = state.memory;
+  const int64_t fed = memory.next_position() - mark.memory.next_position;
+  const int64_t row_bytes = int64_t{2} * memory.shape().layers * memory.shape().heads *
+                            memory.shape().d_head * static_cast<int64_t>(sizeof(float));
+  w.Reserve(static_cast<size_t>(std::min<int64_t>(fed, memory.shape().raw_capacity()) *
+                                    row_bytes * 3 / 2 +
+                                (int64_t{64} << 10) + 8 * state.last_logprobs.numel()));
+  const char header[kFrameHeader] = {};
+  w.Raw(header, sizeof(header));  // [tag][length][crc], patched below
   w.U8(static_cast<uint8_t>(kind));
   w.I64(tokens_fed);
   WriteState(state, w);
@@ -273,10 +285,19 @@ std::string EncodeLogRecord(const Session& session, const LogMark& mark, CallKin
   w.Pod(tokens);
   w.Pod(bytes);
   w.I64(absl::ToUnixNanos(session.last_use_time));
-  return w.Take();
+  std::string frame = w.Take();
+  const absl::string_view payload = absl::string_view(frame).substr(kFrameHeader);
+  const int64_t length = static_cast<int64_t>(payload.size());
+  const uint32_t crc =
+      util::Crc32c(payload, util::Crc32c(absl::string_view(reinterpret_cast<const char*>(&tag), 4)));
+  std::memcpy(frame.data(), &tag, 4);
+  std::memcpy(frame.data() + 4, &length, 8);
+  std::memcpy(frame.data() + 12, &crc, 4);
+  return frame;
 }
 
 absl::Status ApplyLogRecord(absl::string_view payload, Session& session) {
+  // (The payload only: ReadFrame has checked and removed the frame.)
   util::BinaryReader in(payload);
   MNEMO_ASSIGN_OR_RETURN(const uint8_t kind, in.U8("record kind"));
   if (kind < 1 || kind > 3) return absl::DataLossError("record: unknown call kind");

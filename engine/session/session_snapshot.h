@@ -74,8 +74,10 @@ bool CanLogSince(const Session& session, const LogMark& mark);
 // The call a log record comes from. A datastore addition changes what records do not carry
 // (the private datastore): SessionJournal::Commit writes a snapshot for it instead.
 enum class CallKind : uint8_t { kGenerate = 1, kScore = 2, kDatastore = 3 };
+// The record, framed with `tag` (AppendFrame's layout), built in one buffer: a record is
+// ~16 KB per token fed on the bundled model, so it is not copied again.
 std::string EncodeLogRecord(const Session& session, const LogMark& mark, CallKind kind,
-                            int64_t tokens_fed);
+                            int64_t tokens_fed, uint32_t tag);
 // Applies one record's payload to a session equal to the one its mark was taken from.
 absl::Status ApplyLogRecord(absl::string_view payload, Session& session);
 

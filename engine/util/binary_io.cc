@@ -74,6 +74,28 @@ void BinaryWriter::Tensor(const torch::Tensor& tensor) {
   Raw(t.data_ptr(), static_cast<size_t>(t.numel()) * t.element_size());
 }
 
+void BinaryWriter::TensorSlots(const torch::Tensor& tensor, int dim,
+                                const std::vector<int64_t>& slots) {
+  TORCH_CHECK(tensor.defined() && tensor.is_contiguous() && tensor.device().is_cpu(),
+              "TensorSlots: a contiguous CPU tensor");
+  U8(1);
+  U8(static_cast<uint8_t>(tensor.scalar_type()));
+  U8(static_cast<uint8_t>(tensor.dim()));
+  for (int64_t d = 0; d < tensor.dim(); ++d) {
+    I64(d == dim ? static_cast<int64_t>(slots.size()) : tensor.size(d));
+  }
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < dim; ++d) outer *= tensor.size(d);
+  for (int64_t d = dim + 1; d < tensor.dim(); ++d) inner *= tensor.size(d);
+  const size_t row = static_cast<size_t>(inner) * tensor.element_size();
+  const char* base = static_cast<const char*>(tensor.data_ptr());
+  const size_t block = static_cast<size_t>(tensor.size(dim)) * row;
+  out_.reserve(out_.size() + static_cast<size_t>(outer) * slots.size() * row);
+  for (int64_t o = 0; o < outer; ++o) {
+    for (int64_t slot : slots) Raw(base + o * block + static_cast<size_t>(slot) * row, row);
+  }
+}
+
 absl::Status BinaryReader::Raw(void* out, size_t size, absl::string_view what) {
   if (size > remaining()) {
     return absl::DataLossError(absl::StrCat(what, ": needs ", size, " bytes, only ",

@@ -43,6 +43,14 @@ class BinaryWriter {
   }
   // An undefined tensor is written as such; a defined one as dtype, shape, contiguous bytes.
   void Tensor(const torch::Tensor& tensor);
+  // Tensor(tensor.index_select(dim, slots)) without the intermediate tensor: the rows are
+  // copied straight from `tensor` (contiguous, on the CPU) into the output.
+  void TensorSlots(const torch::Tensor& tensor, int dim, const std::vector<int64_t>& slots);
+  void Reserve(size_t bytes) { out_.reserve(bytes); }
+  // Overwrites bytes already written (a header patched once what follows is known).
+  void Patch(size_t offset, const void* data, size_t size) {
+    std::memcpy(out_.data() + offset, data, size);
+  }
   void Raw(const void* data, size_t size) {
     out_.append(static_cast<const char*>(data), size);
   }
