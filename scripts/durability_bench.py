@@ -201,6 +201,26 @@ def main():
     with open(os.path.join(args.out, "durability.json"), "w") as f:
         json.dump(report, f, indent=2)
     print(json.dumps(report, indent=2))
+    print(summary(report))
+
+
+def summary(report):
+    """The tables docs/results/durability.md quotes, in Markdown."""
+    lines = ["| streams | --session_dir off (tokens/s) | on (tokens/s) | on / off |",
+             "|---|---|---|---|"]
+    tp = report["throughput"]
+    for streams in ("16", "1"):
+        off, on = tp[f"{streams}/off"], tp[f"{streams}/on"]
+        lines.append(f"| {streams} | {' / '.join(f'{x:.0f}' for x in off)} | "
+                     f"{' / '.join(f'{x:.0f}' for x in on)} | "
+                     f"{(sum(on) / len(on)) / (sum(off) / len(off)):.3f} |")
+    lines += ["", "| session | snapshot bytes | log bytes |", "|---|---|---|"]
+    for name, size in report["sizes"].items():
+        if isinstance(size, dict):
+            lines.append(f"| {name} | {size['snap']:,} | {size['log']:,} |")
+        else:
+            lines.append(f"| {name} | | {size:,} |")
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

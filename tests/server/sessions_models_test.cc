@@ -210,6 +210,8 @@ TEST_F(SessionsModelsTest, NonUtf8IdsAreInvalidArgumentNamingTheField) {
       {"/mnemo.v1.Sessions/GetSession", field1, "session_id"},
       {"/mnemo.v1.Sessions/DeleteSession", field1, "session_id"},
       {"/mnemo.v1.Sessions/ListSessions", field2, "page_token"},
+      {"/mnemo.v1.Sessions/ForkSession", field1, "session_id"},
+      {"/mnemo.v1.Sessions/ForkSession", field2, "new_session_id"},
       {"/mnemo.v1.Models/GetModel", field1, "name"},
       {"/mnemo.v1.Models/ListModels", field2, "page_token"},
   };
