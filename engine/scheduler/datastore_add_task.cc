@@ -64,14 +64,7 @@ bool DatastoreAddTask::Step(StepContext& ctx) {
   result.entries_added = static_cast<int64_t>(values.size());
   result.datastore = SessionDatastoreInfo(s, model_id_);
   CommitSession(session::CallKind::kDatastore, static_cast<int64_t>(values.size()),
-                [done = std::move(done_), result = std::move(result)](
-                    absl::Status committed) mutable {
-                  if (committed.ok()) {
-                    done(std::move(result));
-                  } else {
-                    done(std::move(committed));
-                  }
-                });
+                ResultOnceCommitted(std::move(done_), std::move(result)));
   return true;
 }
 

@@ -133,14 +133,7 @@ bool ScoreTask::Step(StepContext& ctx) {
     return true;
   }
   CommitSession(session::CallKind::kScore, static_cast<int64_t>(tokens_.size()),
-                [done = std::move(done), result = std::move(result_)](
-                    absl::Status committed) mutable {
-                  if (committed.ok()) {
-                    done(std::move(result));
-                  } else {
-                    done(std::move(committed));
-                  }
-                });
+                ResultOnceCommitted(std::move(done), std::move(result_)));
   return true;
 }
 

@@ -109,6 +109,19 @@ class Task {
   CommitFn commit_;
 };
 
+// A Task::Deliver that hands `result` to `done` once the commit succeeded, and the commit's
+// error otherwise (ScoreTask, DatastoreAddTask: a callback taking absl::StatusOr<Result>).
+template <typename Done, typename Result>
+Task::Deliver ResultOnceCommitted(Done done, Result result) {
+  return [done = std::move(done), result = std::move(result)](absl::Status committed) mutable {
+    if (committed.ok()) {
+      done(std::move(result));
+    } else {
+      done(std::move(committed));
+    }
+  };
+}
+
 // How many tokens the next prefill unit should take: up to the end of the current seg_len
 // segment in absolute positions, so units line up with the model's segments.
 int64_t NextChunkSize(const session::SequenceState& state, int seg_len, int64_t remaining);
