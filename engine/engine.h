@@ -5,7 +5,9 @@
 // channel out (GenerateStream for Generate, a completion callback for everything else).
 //
 // Thread-safety: every public method may be called from any thread and never blocks on model
-// work. Completion callbacks run on the engine's loop thread and must not block.
+// work. Completion callbacks run on the engine's loop thread, except that with session_dir a
+// call that changed a session is delivered (callback, or the stream's Close) from the session
+// journal's writer thread once its change is on disk. They must not block.
 #ifndef MNEMO_ENGINE_ENGINE_H_
 #define MNEMO_ENGINE_ENGINE_H_
 
@@ -130,7 +132,8 @@ class Engine {
   using AddToDatastoreDone = std::function<void(absl::StatusOr<AddToDatastoreResult>)>;
   using DatastoreDone = std::function<void(absl::StatusOr<DatastoreInfo>)>;
 
-  // Each runs `done` exactly once, on the loop thread (or inline when validation fails).
+  // Each runs `done` exactly once, on the loop thread (or inline when validation fails; with
+  // session_dir, a call that changed a session on the journal's writer thread).
   void Score(ScoreOptions options, ScoreDone done);
   void CreateSession(CreateSessionOptions options, SessionDone done);
   void GetSession(std::string session_id, SessionDone done);

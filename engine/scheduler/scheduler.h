@@ -17,7 +17,9 @@
 // (Task::PrefillsAnywhere); a task is touched by one thread at a time, and a session's memory
 // only by the thread running its task. Callbacks and stream Push run on the loop thread; stream
 // Close on the loop thread or, for a request that ends during a prompt chunk (cancelled,
-// failed), on the worker that ran it (GenerateStream is thread-safe). The destructor stops the
+// failed), on the worker that ran it (GenerateStream is thread-safe). With a session journal
+// (durable sessions), the result of a call on a session (its callback, or its stream's Close)
+// is delivered from the journal's writer thread once the call's commit is on disk. The destructor stops the
 // loop and delivers UNAVAILABLE to everything outstanding (streams end with reason kCancelled).
 #ifndef MNEMO_ENGINE_SCHEDULER_SCHEDULER_H_
 #define MNEMO_ENGINE_SCHEDULER_SCHEDULER_H_

@@ -23,7 +23,6 @@ namespace {
 constexpr char kLogMagic[8] = {'M', 'N', 'E', 'M', 'O', 'L', 'O', 'G'};
 constexpr uint32_t kLogHeaderTag = 1;
 constexpr uint32_t kRecordTag = 2;
-constexpr size_t kFrameHeader = 16;
 
 absl::Status ErrnoStatus(int error, absl::string_view what) {
   const std::string message = absl::StrCat(what, ": ", std::strerror(error));
@@ -261,11 +260,6 @@ SessionJournal::Files* SessionJournal::Find(absl::string_view id) const {
   return it == open_.end() ? nullptr : it->second.get();
 }
 
-int64_t SessionJournal::log_bytes(absl::string_view id) const {
-  const Files* files = Find(id);
-  return files != nullptr ? files->log_bytes : 0;
-}
-
 absl::StatusOr<int> SessionJournal::Lock(absl::string_view id) {
   const std::string path = PathOf(id, ".lock");
   const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
@@ -387,12 +381,7 @@ absl::StatusOr<std::unique_ptr<Session>> SessionJournal::Load(absl::string_view 
     int records = 0;
     while (!fresh_log && pos < bytes.size()) {
       // A record cut short at the end is one whose call never returned: drop it.
-      int64_t length = 0;
-      if (bytes.size() - pos >= kFrameHeader) std::memcpy(&length, bytes.data() + pos + 4, 8);
-      if (bytes.size() - pos < kFrameHeader || length < 0 ||
-          static_cast<uint64_t>(length) > bytes.size() - pos - kFrameHeader) {
-        break;
-      }
+      if (FrameCutShort(bytes, pos)) break;
       absl::StatusOr<Frame> frame =
           ReadFrame(bytes, &pos, absl::StrCat("record ", records + 1));
       if (!frame.ok()) return InFile(frame.status(), id, log_path);

@@ -98,9 +98,6 @@ class SessionJournal {
   // Deletes the session's files (it must be loaded here, or loadable: its lock is taken).
   absl::Status Remove(absl::string_view id);
 
-  // Log bytes of a loaded session since its snapshot (tests, compaction).
-  int64_t log_bytes(absl::string_view id) const;
-
  private:
   struct Files;  // a loaded session's files
   struct Job;    // a commit waiting for the writer

@@ -115,11 +115,18 @@ void AppendFrame(std::string& out, uint32_t tag, absl::string_view payload) {
   out.append(payload.data(), payload.size());
 }
 
+bool FrameCutShort(absl::string_view bytes, size_t pos) {
+  const size_t left = bytes.size() - pos;
+  if (left < static_cast<size_t>(kFrameHeader)) return true;
+  int64_t length = 0;
+  std::memcpy(&length, bytes.data() + pos + 4, 8);
+  return length < 0 || static_cast<uint64_t>(length) > left - kFrameHeader;
+}
+
 absl::StatusOr<Frame> ReadFrame(absl::string_view bytes, size_t* pos, absl::string_view what) {
-  if (bytes.size() - *pos < static_cast<size_t>(kFrameHeader)) {
+  if (FrameCutShort(bytes, *pos)) {
     return absl::DataLossError(absl::StrCat(what, ": truncated (", bytes.size() - *pos,
-                                            " bytes where a frame header needs ", kFrameHeader,
-                                            ")"));
+                                            " bytes left, fewer than the frame needs)"));
   }
   Frame frame;
   int64_t length = 0;
@@ -127,11 +134,6 @@ absl::StatusOr<Frame> ReadFrame(absl::string_view bytes, size_t* pos, absl::stri
   std::memcpy(&frame.tag, bytes.data() + *pos, 4);
   std::memcpy(&length, bytes.data() + *pos + 4, 8);
   std::memcpy(&crc, bytes.data() + *pos + 12, 4);
-  const size_t left = bytes.size() - *pos - kFrameHeader;
-  if (length < 0 || static_cast<uint64_t>(length) > left) {
-    return absl::DataLossError(absl::StrCat(what, ": truncated (", length, " bytes announced, ",
-                                            left, " present)"));
-  }
   frame.payload = bytes.substr(*pos + kFrameHeader, static_cast<size_t>(length));
   const uint32_t actual = util::Crc32c(
       frame.payload, util::Crc32c(absl::string_view(reinterpret_cast<const char*>(&frame.tag), 4)));

@@ -87,6 +87,10 @@ struct Frame {
   uint32_t tag = 0;
   absl::string_view payload;
 };
+// True when the bytes from `pos` on are shorter than the frame they begin (its header, or the
+// payload length the header announces): a frame cut short, e.g. a log's last record torn by a
+// crash while it was appended.
+bool FrameCutShort(absl::string_view bytes, size_t pos);
 // The frame at `*pos`, advancing it. DATA_LOSS naming `what` when it is cut short or its
 // checksum does not match.
 absl::StatusOr<Frame> ReadFrame(absl::string_view bytes, size_t* pos, absl::string_view what);

@@ -116,30 +116,6 @@ absl::StatusOr<absl::string_view> BinaryReader::View(size_t size, absl::string_v
   return view;
 }
 
-absl::StatusOr<uint8_t> BinaryReader::U8(absl::string_view what) {
-  uint8_t v = 0;
-  if (absl::Status s = Raw(&v, 1, what); !s.ok()) return s;
-  return v;
-}
-
-absl::StatusOr<uint32_t> BinaryReader::U32(absl::string_view what) {
-  uint32_t v = 0;
-  if (absl::Status s = Raw(&v, 4, what); !s.ok()) return s;
-  return v;
-}
-
-absl::StatusOr<int64_t> BinaryReader::I64(absl::string_view what) {
-  int64_t v = 0;
-  if (absl::Status s = Raw(&v, 8, what); !s.ok()) return s;
-  return v;
-}
-
-absl::StatusOr<double> BinaryReader::F64(absl::string_view what) {
-  double v = 0;
-  if (absl::Status s = Raw(&v, 8, what); !s.ok()) return s;
-  return v;
-}
-
 absl::StatusOr<int64_t> BinaryReader::Count(absl::string_view what, int64_t max) {
   absl::StatusOr<int64_t> n = I64(what);
   if (!n.ok()) return n.status();

@@ -67,10 +67,10 @@ class BinaryReader {
  public:
   explicit BinaryReader(absl::string_view data) : data_(data) {}
 
-  absl::StatusOr<uint8_t> U8(absl::string_view what);
-  absl::StatusOr<uint32_t> U32(absl::string_view what);
-  absl::StatusOr<int64_t> I64(absl::string_view what);
-  absl::StatusOr<double> F64(absl::string_view what);
+  absl::StatusOr<uint8_t> U8(absl::string_view what) { return Scalar<uint8_t>(what); }
+  absl::StatusOr<uint32_t> U32(absl::string_view what) { return Scalar<uint32_t>(what); }
+  absl::StatusOr<int64_t> I64(absl::string_view what) { return Scalar<int64_t>(what); }
+  absl::StatusOr<double> F64(absl::string_view what) { return Scalar<double>(what); }
   // A count or size that must lie in [0, max].
   absl::StatusOr<int64_t> Count(absl::string_view what, int64_t max);
   absl::StatusOr<std::string> Bytes(absl::string_view what);
@@ -90,6 +90,13 @@ class BinaryReader {
   // A tensor written by BinaryWriter::Tensor, as a new CPU tensor (possibly undefined).
   absl::StatusOr<torch::Tensor> NewTensor(absl::string_view what);
   absl::Status Raw(void* out, size_t size, absl::string_view what);
+  // One plain value (U8, U32, I64, F64 are this).
+  template <typename T>
+  absl::StatusOr<T> Scalar(absl::string_view what) {
+    T v{};
+    if (absl::Status s = Raw(&v, sizeof(T), what); !s.ok()) return s;
+    return v;
+  }
   // The next `size` bytes, not copied.
   absl::StatusOr<absl::string_view> View(size_t size, absl::string_view what);
 
