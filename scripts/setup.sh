@@ -18,6 +18,8 @@ PACKAGES=(
   python3 python3-grpcio python3-numpy python3-protobuf
   # deploy/ checks (YAML) and the replica drill (nginx as the gRPC router)
   python3-yaml nginx-light
+  # TLS and API keys (OpenSSL's SHA-256; openssl makes the tests' certificates)
+  libssl-dev openssl
   # Tools used by tests and docs
   prometheus curl gnuplot-nox
 )

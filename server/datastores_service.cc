@@ -1,6 +1,9 @@
 #include "server/datastores_service.h"
 
+#include <memory>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "server/proto_convert.h"
 #include "server/raw_message.h"
@@ -12,12 +15,18 @@ grpc::ServerUnaryReactor* DatastoresService::ListDatastores(grpc::CallbackServer
                                                             grpc::ByteBuffer* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   v1::ListDatastoresRequest parsed;
-  engine::Engine* engine = BeginRawUnary(state_, "ListDatastores", reactor, *request, &parsed);
-  if (engine == nullptr) return reactor;
+  std::shared_ptr<Call> call =
+      BeginRawUnary(state_, context, "ListDatastores", reactor, *request, &parsed);
+  if (call == nullptr) return reactor;
+  // Only the shared datastores this tenant may use (the list is sorted; filtering keeps it so).
+  std::vector<engine::DatastoreInfo> visible;
+  for (engine::DatastoreInfo& d : call->engine()->ListDatastores()) {
+    if (call->CheckDatastore(d.name).ok()) visible.push_back(std::move(d));
+  }
   v1::ListDatastoresResponse reply;
-  absl::Status status = FillDatastoresPage(engine->ListDatastores(), parsed, &reply);
+  absl::Status status = FillDatastoresPage(visible, parsed, &reply);
   if (status.ok()) SerializeResponse(reply, response);
-  FinishUnary(state_, "ListDatastores", /*admitted=*/true, reactor, status);
+  call->FinishUnary(reactor, status);
   return reactor;
 }
 
@@ -26,19 +35,28 @@ grpc::ServerUnaryReactor* DatastoresService::GetDatastore(grpc::CallbackServerCo
                                                           grpc::ByteBuffer* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   v1::GetDatastoreRequest parsed;
-  engine::Engine* engine = BeginRawUnary(state_, "GetDatastore", reactor, *request, &parsed);
-  if (engine == nullptr) return reactor;
-  ServerState* state = &state_;
-  engine->GetDatastore(parsed.name(), parsed.session_id(),
-                       [state, reactor, response](absl::StatusOr<engine::DatastoreInfo> info) {
-                         if (info.ok()) {
-                           v1::Datastore reply;
-                           ToProto(*info, &reply);
-                           SerializeResponse(reply, response);
-                         }
-                         FinishUnary(*state, "GetDatastore", /*admitted=*/true, reactor,
-                                     info.status());
-                       });
+  std::shared_ptr<Call> call =
+      BeginRawUnary(state_, context, "GetDatastore", reactor, *request, &parsed);
+  if (call == nullptr) return reactor;
+  absl::StatusOr<std::string> session = call->EngineSessionId(parsed.session_id());
+  absl::Status allowed = session.ok() ? call->CheckDatastore(parsed.name()) : session.status();
+  if (!allowed.ok()) {
+    call->FinishUnary(reactor, allowed);
+    return reactor;
+  }
+  call->engine()->GetDatastore(
+      parsed.name(), *std::move(session),
+      [call, reactor, response](absl::StatusOr<engine::DatastoreInfo> info) {
+        if (info.ok()) {
+          v1::Datastore reply;
+          ToProto(*info, &reply);
+          if (info->session_private) {
+            reply.set_session_id(call->ClientSessionId(info->session_id));
+          }
+          SerializeResponse(reply, response);
+        }
+        call->FinishUnary(reactor, info.status());
+      });
   return reactor;
 }
 
@@ -47,20 +65,29 @@ grpc::ServerUnaryReactor* DatastoresService::AddToSessionDatastore(
     grpc::ByteBuffer* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   v1::AddToSessionDatastoreRequest parsed;
-  engine::Engine* engine =
-      BeginRawUnary(state_, "AddToSessionDatastore", reactor, *request, &parsed);
-  if (engine == nullptr) return reactor;
-  ServerState* state = &state_;
-  engine->AddToSessionDatastore(
+  std::shared_ptr<Call> call =
+      BeginRawUnary(state_, context, "AddToSessionDatastore", reactor, *request, &parsed);
+  if (call == nullptr) return reactor;
+  absl::StatusOr<std::string> session = call->EngineSessionId(parsed.session_id());
+  if (!session.ok()) {
+    call->FinishUnary(reactor, session.status());
+    return reactor;
+  }
+  parsed.set_session_id(*std::move(session));
+  call->set_prompt(parsed.text());
+  call->engine()->AddToSessionDatastore(
       ToAddToDatastoreOptions(parsed),
-      [state, reactor, response](absl::StatusOr<engine::AddToDatastoreResult> result) {
+      [call, reactor, response](absl::StatusOr<engine::AddToDatastoreResult> result) {
         if (result.ok()) {
+          call->AddTokens(result->entries_added, 0);
           v1::AddToSessionDatastoreResponse reply;
           reply.set_entries_added(result->entries_added);
           ToProto(result->datastore, reply.mutable_datastore());
+          reply.mutable_datastore()->set_session_id(
+              call->ClientSessionId(result->datastore.session_id));
           SerializeResponse(reply, response);
         }
-        FinishUnary(*state, "AddToSessionDatastore", /*admitted=*/true, reactor, result.status());
+        call->FinishUnary(reactor, result.status());
       });
   return reactor;
 }

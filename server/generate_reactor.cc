@@ -5,36 +5,35 @@
 #include "absl/status/status.h"
 #include "server/proto_convert.h"
 #include "server/raw_message.h"
-#include "server/status_convert.h"
 
 namespace mnemo::server {
-namespace {
-constexpr char kRpc[] = "Generate";
+GenerateReactor::GenerateReactor(ServerState& state, std::shared_ptr<Call> call)
+    : state_(state), call_(std::move(call)) {}
 
-absl::StatusOr<engine::GenerateOptions> ParseGenerateRequest(const grpc::ByteBuffer& bytes,
-                                                             int max_top_logprobs) {
+absl::StatusOr<engine::GenerateOptions> GenerateReactor::ParseRequest(
+    const grpc::ByteBuffer& bytes) {
   v1::GenerateRequest request;
-  if (absl::Status parsed = ParseRequest(bytes, &request); !parsed.ok()) return parsed;
-  return ToGenerateOptions(request, max_top_logprobs);
+  if (absl::Status parsed = server::ParseRequest(bytes, &request); !parsed.ok()) return parsed;
+  absl::StatusOr<std::string> session = call_->EngineSessionId(request.session_id());
+  if (!session.ok()) return session.status();
+  request.set_session_id(*std::move(session));
+  if (request.has_knn_lm()) {
+    if (absl::Status s = call_->CheckDatastore(request.knn_lm().datastore()); !s.ok()) return s;
+  }
+  call_->set_prompt(request.prompt());
+  return ToGenerateOptions(request, call_->engine()->config().max_top_logprobs);
 }
 
-}  // namespace
-
-GenerateReactor::GenerateReactor(ServerState& state) : state_(state) {}
-
-GenerateReactor* GenerateReactor::Start(ServerState& state, const grpc::ByteBuffer& request) {
-  std::shared_ptr<GenerateReactor> reactor(new GenerateReactor(state));
+GenerateReactor* GenerateReactor::Start(ServerState& state, grpc::CallbackServerContext* context,
+                                        const grpc::ByteBuffer& request) {
+  std::shared_ptr<GenerateReactor> reactor(
+      new GenerateReactor(state, Call::Begin(state, context, "Generate")));
   reactor->self_ = reactor;
   GenerateReactor* raw = reactor.get();
 
-  absl::Status status;
-  absl::StatusOr<engine::Engine*> engine = state.BeginCall();
-  if (!engine.ok()) {
-    status = engine.status();
-  } else {
-    raw->admitted_ = true;
-    absl::StatusOr<engine::GenerateOptions> options =
-        ParseGenerateRequest(request, (*engine)->config().max_top_logprobs);
+  absl::Status status = raw->call_->status();
+  if (status.ok()) {
+    absl::StatusOr<engine::GenerateOptions> options = raw->ParseRequest(request);
     if (!options.ok()) {
       status = options.status();
     } else {
@@ -44,17 +43,15 @@ GenerateReactor* GenerateReactor::Start(ServerState& state, const grpc::ByteBuff
       });
       // From here on the engine may call OnStreamReady on its thread, even before this
       // returns; gRPC queues operations started before the reactor is bound.
-      status = (*engine)->Submit(*std::move(options), raw->stream_);
+      status = raw->call_->engine()->Submit(*std::move(options), raw->stream_);
     }
   }
   if (!status.ok()) {
-    grpc::Status error = ToGrpcStatus(status);
     {
       absl::MutexLock lock(&raw->mu_);
       raw->finished_ = true;
     }
-    state.metrics().CountRequest(kRpc, absl::StatusCodeToString(status.code()));
-    raw->Finish(std::move(error));
+    raw->Finish(raw->call_->Finish(status));
   }
   return raw;
 }
@@ -105,7 +102,7 @@ void GenerateReactor::OnCancel() {
 }
 
 void GenerateReactor::OnDone() {
-  if (admitted_) state_.EndCall();
+  call_->Release();
   // Drops the self-reference; `this` is deleted here unless the engine thread is inside
   // OnStreamReady right now, in which case it goes when that call returns.
   std::shared_ptr<GenerateReactor> self = std::move(self_);
@@ -118,9 +115,8 @@ GenerateReactor::Action GenerateReactor::NextLocked() {
   if (cancelled_) {
     // Nothing more goes to the client; wait for the engine's Close before finishing.
     if (!pending.final.has_value()) return Action::kNone;
-    RecordFinal(*pending.final);
+    finish_status_ = RecordFinal(*pending.final);
     finished_ = true;
-    finish_status_ = grpc::Status(grpc::StatusCode::CANCELLED, "generation cancelled");
     return Action::kFinish;
   }
 
@@ -144,16 +140,14 @@ GenerateReactor::Action GenerateReactor::NextLocked() {
 
   if (pending.final.has_value()) {
     const engine::GenerateFinal& final = *pending.final;
-    RecordFinal(final);
+    finish_status_ = RecordFinal(final);
     finished_ = true;
     if (final.status.ok()) {
       response_.set_finish_reason(ToProto(final.reason));
       ToProto(final.usage, response_.mutable_usage());
-      finish_status_ = grpc::Status::OK;
       SerializeResponse(response_, &wire_);
       return Action::kWriteAndFinish;
     }
-    finish_status_ = ToGrpcStatus(final.status);
     if (!has_content) return Action::kFinish;
     // Deliver the tokens produced before the failure, then the error.
     finished_ = false;
@@ -187,11 +181,11 @@ void GenerateReactor::Perform(Action action, const grpc::Status& status) {
   }
 }
 
-void GenerateReactor::RecordFinal(const engine::GenerateFinal& final) {
-  Metrics& metrics = state_.metrics();
-  metrics.ObserveGenerateFinal(final, absl::Now() - start_);
-  const absl::StatusCode code = cancelled_ ? absl::StatusCode::kCancelled : final.status.code();
-  metrics.CountRequest(kRpc, absl::StatusCodeToString(code));
+grpc::Status GenerateReactor::RecordFinal(const engine::GenerateFinal& final) {
+  state_.metrics().ObserveGenerateFinal(final, absl::Now() - start_);
+  call_->AddTokens(final.usage.prompt_tokens, final.usage.generated_tokens);
+  call_->set_queue_time(final.queue_time);
+  return call_->Finish(cancelled_ ? absl::CancelledError("generation cancelled") : final.status);
 }
 
 }  // namespace mnemo::server

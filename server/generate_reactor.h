@@ -26,10 +26,12 @@
 #include <optional>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "engine/generate_stream.h"
 #include "mnemo/v1/generation.pb.h"
+#include "server/call.h"
 #include "server/server_state.h"
 
 namespace mnemo::server {
@@ -39,7 +41,8 @@ class GenerateReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
   // Validates and submits the request; on failure the returned reactor has already finished
   // with the error (INVALID_ARGUMENT naming the field, UNAVAILABLE while draining...).
   // `request` is a serialised mnemo.v1.GenerateRequest.
-  static GenerateReactor* Start(ServerState& state, const grpc::ByteBuffer& request);
+  static GenerateReactor* Start(ServerState& state, grpc::CallbackServerContext* context,
+                                const grpc::ByteBuffer& request);
 
   void OnWriteDone(bool ok) override;
   void OnCancel() override;
@@ -49,19 +52,22 @@ class GenerateReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
   // What the caller must do after releasing mu_.
   enum class Action { kNone, kWrite, kWriteAndFinish, kFinish };
 
-  explicit GenerateReactor(ServerState& state);
+  GenerateReactor(ServerState& state, std::shared_ptr<Call> call);
+  // Parses and converts the request in the caller's terms (session id, datastore access).
+  absl::StatusOr<engine::GenerateOptions> ParseRequest(const grpc::ByteBuffer& bytes);
   // Engine loop thread, after each Push/Close.
   void OnStreamReady();
   // Takes what the stream has and decides the next gRPC operation; none may be in flight.
   Action NextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Perform(Action action, const grpc::Status& status);
-  void RecordFinal(const engine::GenerateFinal& final) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Records the end of the call; returns the status the client gets.
+  grpc::Status RecordFinal(const engine::GenerateFinal& final) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   ServerState& state_;
+  const std::shared_ptr<Call> call_;  // admission released in OnDone
   const absl::Time start_ = absl::Now();
   std::shared_ptr<GenerateReactor> self_;           // released in OnDone
   std::shared_ptr<engine::GenerateStream> stream_;  // shared with the engine
-  bool admitted_ = false;                           // BeginCall succeeded; EndCall in OnDone
 
   absl::Mutex mu_;
   bool write_in_flight_ ABSL_GUARDED_BY(mu_) = false;

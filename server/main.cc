@@ -20,6 +20,8 @@
 #include "engine/model/cpu_kernels.h"
 #include "engine/util/cpu_backend.h"
 #include "server/mnemo_server.h"
+#include "server/request_log.h"
+#include "server/tenants.h"
 
 ABSL_FLAG(std::string, model, "", "Model directory (config.json + model.safetensors).");
 ABSL_FLAG(std::string, listen, "127.0.0.1:50051", "gRPC address HOST:PORT.");
@@ -104,18 +106,38 @@ ABSL_FLAG(int64_t, max_session_datastore_entries, int64_t{1} << 20,
           "Entries a session's private kNN-LM datastore may hold (RESOURCE_EXHAUSTED above); "
           "0 = unbounded.");
 ABSL_FLAG(int, max_request_bytes, 64 << 20, "Largest gRPC request accepted, in bytes.");
+ABSL_FLAG(std::string, tls_cert, "",
+          "TLS on the gRPC port: the server's certificate chain (PEM). With --tls_key; empty = "
+          "plaintext. See docs/security.md.");
+ABSL_FLAG(std::string, tls_key, "", "TLS: the server's private key (PEM).");
+ABSL_FLAG(std::string, tls_client_ca, "",
+          "Mutual TLS: clients must present a certificate signed by this CA (PEM).");
+ABSL_FLAG(std::string, auth_keys, "",
+          "API keys and tenants (JSON, see docs/security.md): every call must send "
+          "'authorization: Bearer KEY'; each tenant sees only its own sessions, within its "
+          "limits. Reloaded on SIGHUP. Empty = no keys (anyone who can connect may call).");
+ABSL_FLAG(bool, metrics_tls, false,
+          "Serve /metrics over https with the --tls_cert / --tls_key of the gRPC port.");
+ABSL_FLAG(bool, reflection, true, "Serve gRPC server reflection (grpcurl without .proto files).");
+ABSL_FLAG(std::string, log_format, "text",
+          "Request log on stderr, one line per RPC (time, method, tenant, session, code, tokens, "
+          "queue and total time): text, json or off.");
+ABSL_FLAG(bool, log_prompts, false,
+          "Also write each request's prompt / text into the request log (off: prompts are never "
+          "logged).");
 ABSL_FLAG(absl::Duration, grace_period, absl::Seconds(10),
           "On SIGTERM/SIGINT, how long in-flight calls may continue before they are cancelled.");
 
 namespace {
 
-// Blocks SIGTERM and SIGINT in the calling thread and every thread it starts later (call
-// before any thread exists), so only the sigwait thread ever sees them.
-sigset_t BlockShutdownSignals() {
+// Blocks SIGTERM, SIGINT and SIGHUP in the calling thread and every thread it starts later
+// (call before any thread exists), so only the sigwait thread ever sees them.
+sigset_t BlockHandledSignals() {
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   return signals;
 }
@@ -176,6 +198,17 @@ mnemo::engine::EngineConfig EngineConfigFromFlags(const std::vector<std::string>
   return config;
 }
 
+// Loads --auth_keys into the server (at start and on SIGHUP).
+absl::Status LoadAuthKeys(mnemo::server::MnemoServer& server, const std::string& path) {
+  absl::StatusOr<std::vector<mnemo::server::TenantConfig>> tenants =
+      mnemo::server::LoadTenantsFile(path);
+  if (!tenants.ok()) return tenants.status();
+  const size_t count = tenants->size();
+  if (absl::Status s = server.ConfigureTenants(*std::move(tenants)); !s.ok()) return s;
+  std::fprintf(stderr, "mnemo-server: API keys: %zu tenants from %s\n", count, path.c_str());
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -188,27 +221,62 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "mnemo-server: --model DIR is required\n");
     return 2;
   }
-  const sigset_t signals = BlockShutdownSignals();
+  absl::StatusOr<mnemo::server::RequestLog::Format> log_format =
+      mnemo::server::RequestLog::ParseFormat(absl::GetFlag(FLAGS_log_format));
+  if (!log_format.ok()) {
+    std::fprintf(stderr, "mnemo-server: %s\n", log_format.status().ToString().c_str());
+    return 2;
+  }
+  const sigset_t signals = BlockHandledSignals();
 
   mnemo::server::ServerOptions options;
   options.listen = absl::GetFlag(FLAGS_listen);
   options.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
   options.max_request_bytes = absl::GetFlag(FLAGS_max_request_bytes);
+  options.tls_cert_file = absl::GetFlag(FLAGS_tls_cert);
+  options.tls_key_file = absl::GetFlag(FLAGS_tls_key);
+  options.tls_client_ca_file = absl::GetFlag(FLAGS_tls_client_ca);
+  options.metrics_tls = absl::GetFlag(FLAGS_metrics_tls);
+  options.reflection = absl::GetFlag(FLAGS_reflection);
+  options.log_format = *log_format;
+  options.log_prompts = absl::GetFlag(FLAGS_log_prompts);
   absl::StatusOr<std::unique_ptr<mnemo::server::MnemoServer>> server =
       mnemo::server::MnemoServer::Start(options);
   if (!server.ok()) {
     std::fprintf(stderr, "mnemo-server: %s\n", server.status().ToString().c_str());
     return 1;
   }
+  const std::string auth_keys = absl::GetFlag(FLAGS_auth_keys);
+  if (!auth_keys.empty()) {
+    if (absl::Status s = LoadAuthKeys(**server, auth_keys); !s.ok()) {
+      std::fprintf(stderr, "mnemo-server: %s\n", s.ToString().c_str());
+      return 1;
+    }
+  }
 
-  // The signal thread only records the signal; main does the draining.
+  // The signal thread reloads the keys on SIGHUP and records SIGTERM/SIGINT; main does the
+  // draining.
   absl::Notification stop;
-  std::thread signal_thread([&signals, &stop] {
-    int signal_number = 0;
-    sigwait(&signals, &signal_number);
-    std::fprintf(stderr, "mnemo-server: received %s, draining\n",
-                 signal_number == SIGTERM ? "SIGTERM" : "SIGINT");
-    stop.Notify();
+  mnemo::server::MnemoServer* raw_server = server->get();
+  std::thread signal_thread([&signals, &stop, raw_server, auth_keys] {
+    while (true) {
+      int signal_number = 0;
+      sigwait(&signals, &signal_number);
+      if (signal_number == SIGHUP) {
+        if (auth_keys.empty()) {
+          std::fprintf(stderr, "mnemo-server: SIGHUP: no --auth_keys to reload\n");
+        } else if (absl::Status s = LoadAuthKeys(*raw_server, auth_keys); !s.ok()) {
+          // The keys in force stay in force.
+          std::fprintf(stderr, "mnemo-server: SIGHUP: keeping the previous API keys: %s\n",
+                       s.ToString().c_str());
+        }
+        continue;
+      }
+      std::fprintf(stderr, "mnemo-server: received %s, draining\n",
+                   signal_number == SIGTERM ? "SIGTERM" : "SIGINT");
+      stop.Notify();
+      return;
+    }
   });
 
   const mnemo::engine::EngineConfig config = EngineConfigFromFlags(datastores);
@@ -226,10 +294,13 @@ int main(int argc, char** argv) {
   }
   std::fprintf(stderr,
                "mnemo-server: serving model %s (%d layers, d_model %d, %s, weights %s, "
-               "attention memory %s) on %s (port %d), metrics on %s\n",
+               "attention memory %s) on %s (port %d%s%s), metrics on %s\n",
                model.name.c_str(), model.layers, model.d_model, model.device.c_str(),
                config.weight_dtype.c_str(), config.kv_dtype.c_str(),
                options.listen.c_str(), (*server)->port(),
+               options.tls_cert_file.empty() ? ", plaintext"
+               : options.tls_client_ca_file.empty() ? ", TLS" : ", mutual TLS",
+               auth_keys.empty() ? ", no API keys" : ", API keys",
                options.metrics_listen.empty()
                    ? "(off)"
                    : ("port " + std::to_string((*server)->metrics_port())).c_str());

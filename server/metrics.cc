@@ -78,6 +78,19 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                    .Name("mnemo_requests_total")
                    .Help("Finished RPCs by method and gRPC status code.")
                    .Register(r);
+  tenant_requests_ = &prometheus::BuildCounter()
+                          .Name("mnemo_tenant_requests_total")
+                          .Help("Finished RPCs by tenant (--auth_keys) and gRPC status code.")
+                          .Register(r);
+  tenant_tokens_ = &prometheus::BuildCounter()
+                        .Name("mnemo_tenant_tokens_total")
+                        .Help("Model tokens by tenant: direction=in (prompt, scored, indexed) "
+                              "or out (generated); what tokens_per_minute counts.")
+                        .Register(r);
+  tenant_rejections_ = &prometheus::BuildCounter()
+                            .Name("mnemo_tenant_rejections_total")
+                            .Help("Calls refused with RESOURCE_EXHAUSTED by a tenant limit.")
+                            .Register(r);
   generations_ = &prometheus::BuildCounter()
                       .Name("mnemo_generate_requests_total")
                       .Help("Finished Generate streams by finish reason.")
@@ -138,12 +151,13 @@ Metrics::~Metrics() {
   http_.reset();  // stop scrapes before the registry goes
 }
 
-absl::StatusOr<std::unique_ptr<Metrics>> Metrics::Create(const std::string& listen) {
+absl::StatusOr<std::unique_ptr<Metrics>> Metrics::Create(const std::string& listen,
+                                                         MetricsHttpServer::Tls tls) {
   std::unique_ptr<Metrics> metrics(new Metrics());
   if (listen.empty()) return metrics;
   const Metrics* raw = metrics.get();
   absl::StatusOr<std::unique_ptr<MetricsHttpServer>> http =
-      MetricsHttpServer::Start(listen, [raw] { return raw->TextFormat(); });
+      MetricsHttpServer::Start(listen, [raw] { return raw->TextFormat(); }, std::move(tls));
   if (!http.ok()) return http.status();
   metrics->http_ = *std::move(http);
   return metrics;
@@ -178,6 +192,32 @@ std::string Metrics::TextFormat() const {
 
 void Metrics::CountRequest(absl::string_view rpc, absl::string_view code) {
   requests_->Add({{"rpc", std::string(rpc)}, {"code", std::string(code)}}).Increment();
+}
+
+void Metrics::SetTenants(const std::vector<std::string>& names) {
+  for (const std::string& name : names) {
+    tenant_tokens_->Add({{"tenant", name}, {"direction", "in"}});
+    tenant_tokens_->Add({{"tenant", name}, {"direction", "out"}});
+  }
+}
+
+void Metrics::CountTenantRequest(absl::string_view tenant, absl::string_view code,
+                                 int64_t tokens_in, int64_t tokens_out) {
+  const std::string name(tenant);
+  tenant_requests_->Add({{"tenant", name}, {"code", std::string(code)}}).Increment();
+  if (tokens_in > 0) {
+    tenant_tokens_->Add({{"tenant", name}, {"direction", "in"}})
+        .Increment(static_cast<double>(tokens_in));
+  }
+  if (tokens_out > 0) {
+    tenant_tokens_->Add({{"tenant", name}, {"direction", "out"}})
+        .Increment(static_cast<double>(tokens_out));
+  }
+}
+
+void Metrics::CountTenantRejection(absl::string_view tenant, absl::string_view limit) {
+  tenant_rejections_->Add({{"tenant", std::string(tenant)}, {"limit", std::string(limit)}})
+      .Increment();
 }
 
 void Metrics::ObserveTimeToFirstToken(absl::Duration latency) {

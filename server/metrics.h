@@ -40,7 +40,9 @@ class Metrics {
  public:
   // `listen` is HOST:PORT for the /metrics endpoint (port 0 = any free port); "" = no endpoint
   // (metrics are still recorded and available through TextFormat()).
-  static absl::StatusOr<std::unique_ptr<Metrics>> Create(const std::string& listen);
+  // `tls` serves it over https (MetricsHttpServer::Tls).
+  static absl::StatusOr<std::unique_ptr<Metrics>> Create(const std::string& listen,
+                                                         MetricsHttpServer::Tls tls = {});
   ~Metrics();
 
   Metrics(const Metrics&) = delete;
@@ -74,6 +76,14 @@ class Metrics {
   // The shared datastores' sizes (they never change once loaded).
   void SetDatastores(const std::vector<engine::DatastoreInfo>& datastores);
   void ObserveGenerateFinal(const engine::GenerateFinal& final, absl::Duration e2e);
+  // Per tenant (--auth_keys; labels only ever take configured tenant names, so they stay
+  // bounded): the tenants to show from the start, one finished call with its model tokens, and
+  // a call refused by one of the tenant's limits ("max_concurrent", "tokens_per_minute",
+  // "max_sessions", "max_memory_bytes").
+  void SetTenants(const std::vector<std::string>& names);
+  void CountTenantRequest(absl::string_view tenant, absl::string_view code, int64_t tokens_in,
+                          int64_t tokens_out);
+  void CountTenantRejection(absl::string_view tenant, absl::string_view limit);
 
  private:
   Metrics();
@@ -91,6 +101,9 @@ class Metrics {
   prometheus::Counter* generated_tokens_ = nullptr;
   prometheus::Family<prometheus::Counter>* requests_ = nullptr;
   prometheus::Family<prometheus::Counter>* generations_ = nullptr;
+  prometheus::Family<prometheus::Counter>* tenant_requests_ = nullptr;
+  prometheus::Family<prometheus::Counter>* tenant_tokens_ = nullptr;
+  prometheus::Family<prometheus::Counter>* tenant_rejections_ = nullptr;
   prometheus::Counter* sessions_evicted_ = nullptr;
   prometheus::Gauge* running_ = nullptr;
   prometheus::Gauge* waiting_ = nullptr;

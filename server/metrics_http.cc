@@ -6,6 +6,8 @@
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -28,14 +30,75 @@ absl::Status Unavailable(const std::string& listen, absl::string_view why) {
       absl::StrCat("metrics_listen: cannot serve /metrics on ", listen, ": ", why));
 }
 
-void SendAll(int fd, const std::string& data) {
-  size_t sent = 0;
-  while (sent < data.size()) {
-    const ssize_t n = send(fd, data.data() + sent, data.size() - sent, MSG_NOSIGNAL);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;  // client gone or timed out
-    sent += static_cast<size_t>(n);
+// One accepted connection, plain or TLS: reads and writes bytes, nothing else.
+class Connection {
+ public:
+  Connection(int fd, SSL_CTX* ctx) : fd_(fd) {
+    if (ctx == nullptr) return;
+    ssl_ = SSL_new(ctx);
+    if (ssl_ == nullptr || SSL_set_fd(ssl_, fd) != 1 || SSL_accept(ssl_) != 1) {
+      ERR_clear_error();
+      broken_ = true;  // a failed handshake (plain HTTP to an https port...): just close
+    }
   }
+  ~Connection() {
+    if (ssl_ != nullptr) {
+      if (!broken_) SSL_shutdown(ssl_);
+      SSL_free(ssl_);
+    }
+  }
+  bool broken() const { return broken_; }
+
+  // Bytes read into `buffer` (at most `size`); <= 0 at the end, on a timeout or an error.
+  ssize_t Read(char* buffer, size_t size) {
+    while (true) {
+      const ssize_t n = ssl_ != nullptr ? SSL_read(ssl_, buffer, static_cast<int>(size))
+                                        : recv(fd_, buffer, size, 0);
+      if (n < 0 && ssl_ == nullptr && errno == EINTR) continue;
+      return n;
+    }
+  }
+
+  void WriteAll(const std::string& data) {
+    size_t sent = 0;
+    while (sent < data.size()) {
+      const ssize_t n =
+          ssl_ != nullptr
+              ? SSL_write(ssl_, data.data() + sent, static_cast<int>(data.size() - sent))
+              : send(fd_, data.data() + sent, data.size() - sent, MSG_NOSIGNAL);
+      if (n < 0 && ssl_ == nullptr && errno == EINTR) continue;
+      if (n <= 0) return;  // client gone or timed out
+      sent += static_cast<size_t>(n);
+    }
+  }
+
+ private:
+  const int fd_;
+  SSL* ssl_ = nullptr;
+  bool broken_ = false;
+};
+
+absl::StatusOr<SSL_CTX*> NewTlsContext(const MetricsHttpServer::Tls& tls) {
+  SSL_CTX* ctx = SSL_CTX_new(TLS_server_method());
+  if (ctx == nullptr) return absl::InternalError("metrics TLS: cannot create an SSL_CTX");
+  SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+  absl::Status error;
+  if (SSL_CTX_use_certificate_chain_file(ctx, tls.cert_file.c_str()) != 1) {
+    error = absl::InvalidArgumentError(
+        absl::StrCat("metrics TLS: cannot use the certificate chain ", tls.cert_file));
+  } else if (SSL_CTX_use_PrivateKey_file(ctx, tls.key_file.c_str(), SSL_FILETYPE_PEM) != 1) {
+    error = absl::InvalidArgumentError(
+        absl::StrCat("metrics TLS: cannot use the private key ", tls.key_file));
+  } else if (SSL_CTX_check_private_key(ctx) != 1) {
+    error = absl::InvalidArgumentError(absl::StrCat(
+        "metrics TLS: the key ", tls.key_file, " does not match the certificate ", tls.cert_file));
+  }
+  if (!error.ok()) {
+    ERR_clear_error();
+    SSL_CTX_free(ctx);
+    return error;
+  }
+  return ctx;
 }
 
 std::string Response(absl::string_view status, absl::string_view content_type,
@@ -47,7 +110,20 @@ std::string Response(absl::string_view status, absl::string_view content_type,
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
-    const std::string& listen, BodyFn body) {
+    const std::string& listen, BodyFn body, Tls tls) {
+  SSL_CTX* ssl = nullptr;
+  if (!tls.cert_file.empty() || !tls.key_file.empty()) {
+    absl::StatusOr<SSL_CTX*> ctx = NewTlsContext(tls);
+    if (!ctx.ok()) return ctx.status();
+    ssl = *ctx;
+  }
+  absl::StatusOr<std::unique_ptr<MetricsHttpServer>> server = Listen(listen, std::move(body), ssl);
+  if (!server.ok() && ssl != nullptr) SSL_CTX_free(ssl);
+  return server;
+}
+
+absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Listen(
+    const std::string& listen, BodyFn body, ssl_ctx_st* ssl) {
   const size_t colon = listen.rfind(':');
   if (colon == std::string::npos) return Unavailable(listen, "expected HOST:PORT");
   std::string host = listen.substr(0, colon);
@@ -93,18 +169,19 @@ absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
     return Unavailable(listen, std::strerror(errno));
   }
   std::unique_ptr<MetricsHttpServer> server(
-      new MetricsHttpServer(fd, bound_port, wake[0], wake[1], std::move(body)));
+      new MetricsHttpServer(fd, bound_port, wake[0], wake[1], std::move(body), ssl));
   server->thread_ = std::thread([raw = server.get()] { raw->Loop(); });
   return server;
 }
 
 MetricsHttpServer::MetricsHttpServer(int listen_fd, int port, int wake_read, int wake_write,
-                                     BodyFn body)
+                                     BodyFn body, ssl_ctx_st* ssl)
     : listen_fd_(listen_fd),
       port_(port),
       wake_read_(wake_read),
       wake_write_(wake_write),
-      body_(std::move(body)) {}
+      body_(std::move(body)),
+      ssl_(ssl) {}
 
 MetricsHttpServer::~MetricsHttpServer() {
   const char stop = 'x';
@@ -114,6 +191,7 @@ MetricsHttpServer::~MetricsHttpServer() {
   close(listen_fd_);
   close(wake_read_);
   close(wake_write_);
+  if (ssl_ != nullptr) SSL_CTX_free(ssl_);
 }
 
 void MetricsHttpServer::Loop() {
@@ -136,11 +214,12 @@ void MetricsHttpServer::Serve(int fd) {
   timeval timeout{kIoTimeoutSeconds, 0};
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
   setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof(timeout));
+  Connection connection(fd, ssl_);
+  if (connection.broken()) return;
   std::string request;
   char buffer[1024];
   while (request.size() < kMaxRequestBytes && !absl::StrContains(request, "\r\n\r\n")) {
-    const ssize_t n = recv(fd, buffer, sizeof(buffer), 0);
-    if (n < 0 && errno == EINTR) continue;
+    const ssize_t n = connection.Read(buffer, sizeof(buffer));
     if (n <= 0) break;
     request.append(buffer, static_cast<size_t>(n));
   }
@@ -148,16 +227,16 @@ void MetricsHttpServer::Serve(int fd) {
   const std::string line = request.substr(0, request.find("\r\n"));
   const std::vector<std::string> parts = absl::StrSplit(line, ' ');
   if (parts.size() != 3 || !absl::StartsWith(parts[2], "HTTP/")) {
-    SendAll(fd, Response("400 Bad Request", "text/plain", "bad request\n"));
+    connection.WriteAll(Response("400 Bad Request", "text/plain", "bad request\n"));
     return;
   }
   const std::string path = parts[1].substr(0, parts[1].find('?'));
   if (path != "/metrics") {
-    SendAll(fd, Response("404 Not Found", "text/plain", "try /metrics\n"));
+    connection.WriteAll(Response("404 Not Found", "text/plain", "try /metrics\n"));
   } else if (parts[0] != "GET") {
-    SendAll(fd, Response("405 Method Not Allowed", "text/plain", "GET only\n"));
+    connection.WriteAll(Response("405 Method Not Allowed", "text/plain", "GET only\n"));
   } else {
-    SendAll(fd, Response("200 OK", "text/plain; version=0.0.4; charset=utf-8", body_()));
+    connection.WriteAll(Response("200 OK", "text/plain; version=0.0.4; charset=utf-8", body_()));
   }
 }
 

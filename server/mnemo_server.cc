@@ -2,30 +2,105 @@
 
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/impl/server_builder_option.h>
+#include <grpcpp/impl/server_builder_plugin.h>
 
+#include <algorithm>
+#include <fstream>
+#include <sstream>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 
 namespace mnemo::server {
 
-MnemoServer::MnemoServer(std::unique_ptr<Metrics> metrics)
+namespace {
+
+absl::StatusOr<std::string> ReadPem(const std::string& path, absl::string_view flag) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat(flag, ": cannot read ", path));
+  std::stringstream text;
+  text << in.rdbuf();
+  if (text.str().find("-----BEGIN ") == std::string::npos) {
+    return absl::InvalidArgumentError(absl::StrCat(flag, ": ", path, " is not a PEM file"));
+  }
+  return text.str();
+}
+
+// Plaintext, TLS, or mutual TLS, from the options' files.
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials(const ServerOptions& o) {
+  if (o.tls_cert_file.empty() && o.tls_key_file.empty()) {
+    if (!o.tls_client_ca_file.empty()) {
+      return absl::InvalidArgumentError("--tls_client_ca needs --tls_cert and --tls_key");
+    }
+    return grpc::InsecureServerCredentials();
+  }
+  if (o.tls_cert_file.empty() || o.tls_key_file.empty()) {
+    return absl::InvalidArgumentError("TLS needs both --tls_cert and --tls_key");
+  }
+  absl::StatusOr<std::string> cert = ReadPem(o.tls_cert_file, "--tls_cert");
+  if (!cert.ok()) return cert.status();
+  absl::StatusOr<std::string> key = ReadPem(o.tls_key_file, "--tls_key");
+  if (!key.ok()) return key.status();
+  grpc::SslServerCredentialsOptions ssl(GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
+  if (!o.tls_client_ca_file.empty()) {
+    absl::StatusOr<std::string> ca = ReadPem(o.tls_client_ca_file, "--tls_client_ca");
+    if (!ca.ok()) return ca.status();
+    ssl.pem_root_certs = *std::move(ca);
+    ssl.client_certificate_request = GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
+  }
+  ssl.pem_key_cert_pairs.push_back({*std::move(key), *std::move(cert)});
+  return grpc::SslServerCredentials(ssl);
+}
+
+// Removes gRPC's reflection plugin from one builder. The plugin registers itself process-wide
+// as soon as the reflection library is loaded, so leaving it out takes an option like this.
+class WithoutReflection : public grpc::ServerBuilderOption {
+ public:
+  void UpdateArguments(grpc::ChannelArguments*) override {}
+  void UpdatePlugins(std::vector<std::unique_ptr<grpc::ServerBuilderPlugin>>* plugins) override {
+    plugins->erase(std::remove_if(plugins->begin(), plugins->end(),
+                                  [](const std::unique_ptr<grpc::ServerBuilderPlugin>& p) {
+                                    return p->name().find("reflection") != std::string::npos;
+                                  }),
+                   plugins->end());
+  }
+};
+
+}  // namespace
+
+MnemoServer::MnemoServer(std::unique_ptr<Metrics> metrics,
+                         std::unique_ptr<RequestLog> request_log)
     : metrics_(std::move(metrics)),
-      state_(*metrics_),
+      request_log_(std::move(request_log)),
+      state_(*metrics_, *request_log_),
       generation_(state_),
       sessions_(state_),
       models_(state_),
       datastores_(state_) {}
 
 absl::StatusOr<std::unique_ptr<MnemoServer>> MnemoServer::Start(const ServerOptions& options) {
-  absl::StatusOr<std::unique_ptr<Metrics>> metrics = Metrics::Create(options.metrics_listen);
+  MetricsHttpServer::Tls metrics_tls;
+  if (options.metrics_tls) {
+    if (options.tls_cert_file.empty() || options.tls_key_file.empty()) {
+      return absl::InvalidArgumentError("--metrics_tls needs --tls_cert and --tls_key");
+    }
+    metrics_tls = {options.tls_cert_file, options.tls_key_file};
+  }
+  absl::StatusOr<std::unique_ptr<Metrics>> metrics =
+      Metrics::Create(options.metrics_listen, std::move(metrics_tls));
   if (!metrics.ok()) return metrics.status();
-  std::unique_ptr<MnemoServer> server(new MnemoServer(*std::move(metrics)));
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials = Credentials(options);
+  if (!credentials.ok()) return credentials.status();
+  std::unique_ptr<MnemoServer> server(new MnemoServer(
+      *std::move(metrics),
+      std::make_unique<RequestLog>(options.log_format, options.log_prompts, options.log_out)));
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(), &server->port_);
+  if (!options.reflection) builder.SetOption(std::make_unique<WithoutReflection>());
+  builder.AddListeningPort(options.listen, *credentials, &server->port_);
   builder.SetMaxReceiveMessageSize(options.max_request_bytes);
   builder.RegisterService(&server->generation_);
   builder.RegisterService(&server->sessions_);
@@ -80,6 +155,12 @@ void MnemoServer::ServeEngine(std::unique_ptr<engine::Engine> engine) {
   if (!drained_ && !state_.draining()) {
     server_->GetHealthCheckService()->SetServingStatus(kReadinessService, true);
   }
+}
+
+absl::Status MnemoServer::ConfigureTenants(std::vector<TenantConfig> tenants) {
+  if (absl::Status s = state_.tenants().Configure(std::move(tenants)); !s.ok()) return s;
+  metrics_->SetTenants(state_.tenants().names());
+  return absl::OkStatus();
 }
 
 void MnemoServer::Drain(absl::Duration grace) {

@@ -15,8 +15,10 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <cstdio>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -27,8 +29,10 @@
 #include "server/generation_service.h"
 #include "server/metrics.h"
 #include "server/models_service.h"
+#include "server/request_log.h"
 #include "server/server_state.h"
 #include "server/sessions_service.h"
+#include "server/tenants.h"
 
 namespace mnemo::server {
 
@@ -40,6 +44,16 @@ struct ServerOptions {
   std::string metrics_listen;              // HOST:PORT for /metrics; "" = no endpoint
   // Largest request accepted (gRPC's default is 4 MiB; long documents arrive as prompts).
   int max_request_bytes = 64 << 20;
+  // TLS on the gRPC port: PEM files; both empty = plaintext. With tls_client_ca, clients must
+  // present a certificate it signed (mutual TLS).
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  std::string tls_client_ca_file;
+  bool metrics_tls = false;  // serve /metrics over https with tls_cert_file / tls_key_file
+  bool reflection = true;    // gRPC server reflection (grpcurl without .proto files)
+  RequestLog::Format log_format = RequestLog::Format::kOff;
+  bool log_prompts = false;
+  std::FILE* log_out = stderr;
 };
 
 class MnemoServer {
@@ -57,6 +71,9 @@ class MnemoServer {
   absl::Status LoadEngine(const engine::EngineConfig& config);
   // Serves an engine created elsewhere.
   void ServeEngine(std::unique_ptr<engine::Engine> engine);
+  // Requires API keys from now on (server/tenants.h); may be called again to reload (SIGHUP):
+  // calls in flight finish under the tenant they started with. On error nothing changes.
+  absl::Status ConfigureTenants(std::vector<TenantConfig> tenants);
 
   // Health NOT_SERVING (readiness name and ""); new calls get UNAVAILABLE "server is
   // draining"; calls in flight continue until they end or `grace` passes, then are cancelled.
@@ -70,11 +87,12 @@ class MnemoServer {
   Metrics& metrics() { return *metrics_; }
 
  private:
-  MnemoServer(std::unique_ptr<Metrics> metrics);
+  MnemoServer(std::unique_ptr<Metrics> metrics, std::unique_ptr<RequestLog> request_log);
 
   // Declared in construction order; destroyed in reverse, after the explicit teardown in the
   // destructor.
   std::unique_ptr<Metrics> metrics_;
+  std::unique_ptr<RequestLog> request_log_;
   ServerState state_;
   GenerationService generation_;
   SessionsService sessions_;

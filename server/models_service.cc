@@ -1,5 +1,6 @@
 #include "server/models_service.h"
 
+#include <memory>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -13,13 +14,15 @@ grpc::ServerUnaryReactor* ModelsService::ListModels(grpc::CallbackServerContext*
                                                     grpc::ByteBuffer* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   v1::ListModelsRequest parsed;
-  engine::Engine* engine = BeginRawUnary(state_, "ListModels", reactor, *request, &parsed);
-  if (engine == nullptr) return reactor;
+  std::shared_ptr<Call> call =
+      BeginRawUnary(state_, context, "ListModels", reactor, *request, &parsed);
+  if (call == nullptr) return reactor;
+  engine::Engine* engine = call->engine();
   const std::vector<engine::ModelInfo> models = {engine->model_info()};
   v1::ListModelsResponse reply;
   absl::Status status = FillModelsPage(models, parsed, &reply);
   if (status.ok()) SerializeResponse(reply, response);
-  FinishUnary(state_, "ListModels", /*admitted=*/true, reactor, status);
+  call->FinishUnary(reactor, status);
   return reactor;
 }
 
@@ -28,8 +31,10 @@ grpc::ServerUnaryReactor* ModelsService::GetModel(grpc::CallbackServerContext* c
                                                   grpc::ByteBuffer* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   v1::GetModelRequest parsed;
-  engine::Engine* engine = BeginRawUnary(state_, "GetModel", reactor, *request, &parsed);
-  if (engine == nullptr) return reactor;
+  std::shared_ptr<Call> call =
+      BeginRawUnary(state_, context, "GetModel", reactor, *request, &parsed);
+  if (call == nullptr) return reactor;
+  engine::Engine* engine = call->engine();
   const engine::ModelInfo& model = engine->model_info();
   absl::Status status;
   if (parsed.name().empty()) {
@@ -41,7 +46,7 @@ grpc::ServerUnaryReactor* ModelsService::GetModel(grpc::CallbackServerContext* c
     ToProto(model, &reply);
     SerializeResponse(reply, response);
   }
-  FinishUnary(state_, "GetModel", /*admitted=*/true, reactor, status);
+  call->FinishUnary(reactor, status);
   return reactor;
 }
 

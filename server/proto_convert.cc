@@ -20,11 +20,12 @@ absl::Status InvalidArgument(absl::string_view field, absl::string_view why) {
 // datastore's defaults, and resolves the name (NOT_FOUND for a datastore it has not loaded).
 absl::StatusOr<std::optional<engine::KnnLmOptions>> ToKnnLmOptions(const v1::KnnLm& knn) {
   if (knn.has_lambda() && !(knn.lambda() >= 0.0f && knn.lambda() <= 1.0f)) {
-    return InvalidArgument("knn_lm.lambda", "must be in [0, 1]");
+    return InvalidArgument("knn_lm.lambda", absl::StrCat("must be in [0, 1], got ", knn.lambda()));
   }
-  if (knn.k() < 0) return InvalidArgument("knn_lm.k", "must be >= 0");
-  if (knn.has_temperature() && !(knn.temperature() > 0.0f)) {
-    return InvalidArgument("knn_lm.temperature", "must be > 0");
+  if (knn.k() < 0) return InvalidArgument("knn_lm.k", absl::StrCat("must be >= 0, got ", knn.k()));
+  if (knn.has_temperature() && (!(knn.temperature() > 0.0f) || std::isinf(knn.temperature()))) {
+    return InvalidArgument("knn_lm.temperature",
+                           absl::StrCat("must be a finite number > 0, got ", knn.temperature()));
   }
   if (knn.datastore().empty()) {
     if (knn.has_lambda() || knn.k() != 0 || knn.has_temperature()) {
@@ -81,12 +82,14 @@ absl::StatusOr<std::pair<std::vector<const T*>, std::string>> SelectPage(
 absl::StatusOr<engine::GenerateOptions> ToGenerateOptions(const v1::GenerateRequest& request,
                                                           int max_top_logprobs) {
   if (request.logprobs() < 0 || request.logprobs() > max_top_logprobs) {
-    return InvalidArgument("logprobs", absl::StrCat("must be in [0, ", max_top_logprobs, "]"));
+    return InvalidArgument("logprobs", absl::StrCat("must be in [0, ", max_top_logprobs, "], got ",
+                                                    request.logprobs()));
   }
   if (request.early_exit().has_threshold()) {
     const float threshold = request.early_exit().threshold();
     if (!(threshold > 0.0f && threshold <= 1.0f)) {
-      return InvalidArgument("early_exit.threshold", "must be in (0, 1]");
+      return InvalidArgument("early_exit.threshold",
+                             absl::StrCat("must be in (0, 1], got ", threshold));
     }
   }
   absl::StatusOr<std::optional<model::ExitMeasure>> measure =

@@ -31,44 +31,85 @@ std::string Flatten(const grpc::ByteBuffer& bytes) {
   return flat;
 }
 
-// Walks the wire encoding of a `type` message and returns the dotted name of the first string
-// field that holds invalid UTF-8, or "" when there is none (or the bytes do not parse).
-std::string FindInvalidUtf8Field(std::string_view data, const Descriptor* type, int depth = 0) {
-  if (depth > 16) return "";
+const char* WireTypeName(int wire) {
+  switch (wire) {
+    case WireFormatLite::WIRETYPE_VARINT: return "varint";
+    case WireFormatLite::WIRETYPE_FIXED64: return "64-bit";
+    case WireFormatLite::WIRETYPE_LENGTH_DELIMITED: return "length-delimited";
+    case WireFormatLite::WIRETYPE_START_GROUP: return "start group";
+    case WireFormatLite::WIRETYPE_END_GROUP: return "end group";
+    case WireFormatLite::WIRETYPE_FIXED32: return "32-bit";
+    default: return "invalid";
+  }
+}
+
+// Whether protobuf reads a value of `field` sent with wire type `wire`: the type's own wire
+// type, or length-delimited (packed) for a repeated scalar. A value with any other wire type
+// protobuf keeps as an unknown field, so the request would run as if the field were unset.
+bool TakesWireType(const FieldDescriptor& field, int wire) {
+  const int own = WireFormatLite::WireTypeForFieldType(
+      static_cast<WireFormatLite::FieldType>(field.type()));
+  return wire == own ||
+         (field.is_packable() && wire == WireFormatLite::WIRETYPE_LENGTH_DELIMITED);
+}
+
+// Walks the wire encoding of a `type` message (its field names prefixed with `prefix`) and
+// returns INVALID_ARGUMENT naming the first dotted field that protobuf would misread: one sent
+// with a wire type it does not take, or a string holding invalid UTF-8 (which protobuf refuses
+// without naming it). OK when there is none, or when the bytes do not parse (ParseRequest then
+// says so). Field numbers the type does not have are skipped: a newer client's fields.
+absl::Status CheckFields(std::string_view data, const Descriptor* type,
+                         absl::string_view prefix = "", int depth = 0) {
+  if (depth > 16) return absl::OkStatus();
   google::protobuf::io::CodedInputStream input(reinterpret_cast<const uint8_t*>(data.data()),
                                                static_cast<int>(data.size()));
   while (uint32_t tag = input.ReadTag()) {
     const FieldDescriptor* field = type->FindFieldByNumber(WireFormatLite::GetTagFieldNumber(tag));
-    const bool delimited =
-        WireFormatLite::GetTagWireType(tag) == WireFormatLite::WIRETYPE_LENGTH_DELIMITED;
-    if (field == nullptr || !delimited) {
-      if (!WireFormatLite::SkipField(&input, tag)) return "";
+    const int wire = WireFormatLite::GetTagWireType(tag);
+    if (field != nullptr && !TakesWireType(*field, wire)) {
+      const int own = WireFormatLite::WireTypeForFieldType(
+          static_cast<WireFormatLite::FieldType>(field->type()));
+      return absl::InvalidArgumentError(absl::StrCat(
+          prefix, field->name(), " has wire type ", wire, " (", WireTypeName(wire),
+          "), but its type ", field->type_name(), " takes ", own, " (", WireTypeName(own), ")",
+          field->is_packable() ? " or 2 (packed)" : ""));
+    }
+    const bool walk = field != nullptr && wire == WireFormatLite::WIRETYPE_LENGTH_DELIMITED &&
+                      (field->type() == FieldDescriptor::TYPE_STRING ||
+                       field->type() == FieldDescriptor::TYPE_MESSAGE);
+    if (!walk) {
+      if (!WireFormatLite::SkipField(&input, tag)) return absl::OkStatus();
       continue;
     }
     uint32_t length = 0;
-    if (!input.ReadVarint32(&length)) return "";
+    if (!input.ReadVarint32(&length)) return absl::OkStatus();
     const int start = input.CurrentPosition();
-    if (length > data.size() - start || !input.Skip(static_cast<int>(length))) return "";
+    if (length > data.size() - start || !input.Skip(static_cast<int>(length))) {
+      return absl::OkStatus();
+    }
     const std::string_view value = data.substr(start, length);
-    if (field->type() == FieldDescriptor::TYPE_STRING && !tokenizer::IsValidUtf8(value)) {
-      return field->name();
+    const std::string name = absl::StrCat(prefix, field->name());
+    if (field->type() == FieldDescriptor::TYPE_STRING) {
+      if (!tokenizer::IsValidUtf8(value)) {
+        return absl::InvalidArgumentError(absl::StrCat(name, " is not valid UTF-8"));
+      }
+      continue;
     }
-    if (field->type() == FieldDescriptor::TYPE_MESSAGE) {
-      std::string inner = FindInvalidUtf8Field(value, field->message_type(), depth + 1);
-      if (!inner.empty()) return absl::StrCat(field->name(), ".", inner);
-    }
+    absl::Status inner =
+        CheckFields(value, field->message_type(), absl::StrCat(name, "."), depth + 1);
+    if (!inner.ok()) return inner;
   }
-  return "";
+  return absl::OkStatus();
 }
 
 }  // namespace
 
 absl::Status ParseRequest(const grpc::ByteBuffer& bytes, google::protobuf::Message* out) {
   const std::string data = Flatten(bytes);
-  // Checked before parsing (a linear scan, like protobuf's own check) so that a bad request
-  // is named precisely and does not make protobuf log an error per request.
-  const std::string field = FindInvalidUtf8Field(data, out->GetDescriptor());
-  if (!field.empty()) return absl::InvalidArgumentError(absl::StrCat(field, " is not valid UTF-8"));
+  // Checked before parsing (a linear scan, like protobuf's own UTF-8 check) so that a bad
+  // request is named precisely: protobuf would refuse invalid UTF-8 without naming the field
+  // (logging an error per request) and would drop a value sent with the wrong wire type.
+  if (absl::Status fields = CheckFields(data, out->GetDescriptor()); !fields.ok()) return fields;
   if (out->ParseFromString(data)) return absl::OkStatus();
   return absl::InvalidArgumentError(
       absl::StrCat("request is not a valid ", out->GetDescriptor()->full_name()));
@@ -82,19 +123,20 @@ void SerializeResponse(const google::protobuf::Message& message, grpc::ByteBuffe
       .IgnoreError();
 }
 
-engine::Engine* BeginRawUnary(ServerState& state, absl::string_view rpc,
-                              grpc::ServerUnaryReactor* reactor, const grpc::ByteBuffer& bytes,
-                              google::protobuf::Message* request) {
-  absl::StatusOr<engine::Engine*> engine = state.BeginCall();
-  if (!engine.ok()) {
-    FinishUnary(state, rpc, /*admitted=*/false, reactor, engine.status());
+std::shared_ptr<Call> BeginRawUnary(ServerState& state, grpc::CallbackServerContext* context,
+                                    absl::string_view rpc, grpc::ServerUnaryReactor* reactor,
+                                    const grpc::ByteBuffer& bytes,
+                                    google::protobuf::Message* request) {
+  std::shared_ptr<Call> call = Call::Begin(state, context, rpc);
+  if (!call->ok()) {
+    call->FinishUnary(reactor, call->status());
     return nullptr;
   }
   if (absl::Status parsed = ParseRequest(bytes, request); !parsed.ok()) {
-    FinishUnary(state, rpc, /*admitted=*/true, reactor, parsed);
+    call->FinishUnary(reactor, parsed);
     return nullptr;
   }
-  return *engine;
+  return call;
 }
 
 }  // namespace mnemo::server

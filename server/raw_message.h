@@ -10,25 +10,30 @@
 #include <google/protobuf/message.h>
 #include <grpcpp/support/byte_buffer.h>
 
+#include <memory>
+
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
-#include "engine/engine.h"
+#include "server/call.h"
 #include "server/server_state.h"
 
 namespace mnemo::server {
 
 // Parses `bytes` into `out`. INVALID_ARGUMENT naming the (dotted) field whose string is not
-// valid UTF-8, or saying the bytes are not a `out`-typed message.
+// valid UTF-8, or that arrived with a wire type its type does not take (protobuf would keep it
+// as an unknown field and the request would run with the field unset), or saying the bytes are
+// not a `out`-typed message.
 absl::Status ParseRequest(const grpc::ByteBuffer& bytes, google::protobuf::Message* out);
 
 // Serialises `message` into `out` (replacing its contents).
 void SerializeResponse(const google::protobuf::Message& message, grpc::ByteBuffer* out);
 
-// The start every raw unary method shares: admits the call and parses its request. On either
-// failure finishes `reactor` (recording the call) and returns null.
-engine::Engine* BeginRawUnary(ServerState& state, absl::string_view rpc,
-                              grpc::ServerUnaryReactor* reactor, const grpc::ByteBuffer& bytes,
-                              google::protobuf::Message* request);
+// The start every raw unary method shares: admits the call (server/call.h) and parses its
+// request. On either failure finishes `reactor` (recording the call) and returns null.
+std::shared_ptr<Call> BeginRawUnary(ServerState& state, grpc::CallbackServerContext* context,
+                                    absl::string_view rpc, grpc::ServerUnaryReactor* reactor,
+                                    const grpc::ByteBuffer& bytes,
+                                    google::protobuf::Message* request);
 
 }  // namespace mnemo::server
 

@@ -1,7 +1,5 @@
 #include "server/server_state.h"
 
-#include "server/status_convert.h"
-
 namespace mnemo::server {
 
 void ServerState::SetEngine(engine::Engine* engine) {
@@ -42,13 +40,6 @@ bool ServerState::WaitIdle(absl::Time deadline) {
   return mu_.AwaitWithDeadline(absl::Condition(
                                    +[](int* n) { return *n == 0; }, &in_flight_),
                                deadline);
-}
-
-void FinishUnary(ServerState& state, absl::string_view rpc, bool admitted,
-                 grpc::ServerUnaryReactor* reactor, const absl::Status& status) {
-  state.metrics().CountRequest(rpc, absl::StatusCodeToString(status.code()));
-  reactor->Finish(ToGrpcStatus(status));
-  if (admitted) state.EndCall();
 }
 
 }  // namespace mnemo::server

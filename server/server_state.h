@@ -1,14 +1,14 @@
-// ServerState: what every service shares — the engine (once loaded), the metrics, and the
-// admission gate that lets the server drain.
+// ServerState: what every service shares — the engine (once loaded), the metrics, the tenants
+// and request log, and the admission gate that lets the server drain. Calls use it through
+// server/call.h.
 //
-// Owns nothing but counters; borrows the engine and the metrics, which the MnemoServer keeps
-// alive until grpc::Server::Shutdown has returned (so until every call has finished).
+// Owns the tenants and counters; borrows the engine, the metrics and the request log, which the
+// MnemoServer keeps alive until grpc::Server::Shutdown has returned (so until every call has
+// finished).
 // Thread-safety: all methods are thread-safe. BeginCall/EndCall take a mutex for a few
 // instructions only, so reactions may call them.
 #ifndef MNEMO_SERVER_SERVER_STATE_H_
 #define MNEMO_SERVER_SERVER_STATE_H_
-
-#include <grpcpp/support/server_callback.h>
 
 #include <string>
 
@@ -20,17 +20,22 @@
 #include "absl/time/time.h"
 #include "engine/engine.h"
 #include "server/metrics.h"
+#include "server/request_log.h"
+#include "server/tenants.h"
 
 namespace mnemo::server {
 
 class ServerState {
  public:
-  explicit ServerState(Metrics& metrics) : metrics_(metrics) {}
+  ServerState(Metrics& metrics, RequestLog& request_log)
+      : metrics_(metrics), request_log_(request_log) {}
 
   ServerState(const ServerState&) = delete;
   ServerState& operator=(const ServerState&) = delete;
 
   Metrics& metrics() { return metrics_; }
+  RequestLog& request_log() { return request_log_; }
+  Tenants& tenants() { return tenants_; }
 
   // Publishes the loaded engine; calls admitted from now on use it.
   void SetEngine(engine::Engine* engine) ABSL_LOCKS_EXCLUDED(mu_);
@@ -49,16 +54,13 @@ class ServerState {
 
  private:
   Metrics& metrics_;
+  RequestLog& request_log_;
+  Tenants tenants_;
   mutable absl::Mutex mu_;
   engine::Engine* engine_ ABSL_GUARDED_BY(mu_) = nullptr;
   bool draining_ ABSL_GUARDED_BY(mu_) = false;
   int in_flight_ ABSL_GUARDED_BY(mu_) = 0;
 };
-
-// Records a finished unary call in metrics, releases its admission and finishes the reactor.
-// `admitted` says whether BeginCall succeeded for it.
-void FinishUnary(ServerState& state, absl::string_view rpc, bool admitted,
-                 grpc::ServerUnaryReactor* reactor, const absl::Status& status);
 
 }  // namespace mnemo::server
 

@@ -6,10 +6,11 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "engine/session/session_snapshot.h"
 #include "mnemo/v1/sessions.pb.h"
 #include "server/proto_convert.h"
 #include "server/raw_message.h"
-#include "server/status_convert.h"
 
 namespace mnemo::server {
 namespace {
@@ -19,12 +20,11 @@ constexpr int64_t kMaxChunk = int64_t{4} << 20;
 
 class ExportReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
-  explicit ExportReactor(ServerState& state) : state_(state) {}
+  ExportReactor(ServerState& state, grpc::CallbackServerContext* context)
+      : call_(Call::Begin(state, context, "ExportSession")) {}
 
   void Start(const grpc::ByteBuffer& bytes) {
-    absl::StatusOr<engine::Engine*> engine = state_.BeginCall();
-    if (!engine.ok()) return Done(engine.status());
-    admitted_ = true;
+    if (!call_->ok()) return Done(call_->status());
     v1::ExportSessionRequest request;
     if (absl::Status parsed = ParseRequest(bytes, &request); !parsed.ok()) return Done(parsed);
     if (request.chunk_bytes() < 0 || request.chunk_bytes() > kMaxChunk) {
@@ -32,7 +32,9 @@ class ExportReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
           "chunk_bytes must be in [0, ", kMaxChunk, "], got ", request.chunk_bytes())));
     }
     chunk_ = request.chunk_bytes() > 0 ? request.chunk_bytes() : kDefaultChunk;
-    (*engine)->ExportSession(request.session_id(), [this](absl::StatusOr<std::string> snapshot) {
+    absl::StatusOr<std::string> id = call_->EngineSessionId(request.session_id());
+    if (!id.ok()) return Done(id.status());
+    call_->engine()->ExportSession(*std::move(id), [this](absl::StatusOr<std::string> snapshot) {
       if (!snapshot.ok()) return Done(snapshot.status());
       snapshot_ = *std::move(snapshot);
       WriteNext();
@@ -45,7 +47,7 @@ class ExportReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
   }
 
   void OnDone() override {
-    if (admitted_) state_.EndCall();
+    call_->Release();
     delete this;
   }
 
@@ -61,13 +63,9 @@ class ExportReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
     StartWrite(&buffer_);
   }
 
-  void Done(const absl::Status& status) {
-    state_.metrics().CountRequest("ExportSession", absl::StatusCodeToString(status.code()));
-    Finish(ToGrpcStatus(status));
-  }
+  void Done(const absl::Status& status) { Finish(call_->Finish(status)); }
 
-  ServerState& state_;
-  bool admitted_ = false;
+  const std::shared_ptr<Call> call_;
   int64_t chunk_ = kDefaultChunk;
   std::string snapshot_;
   size_t sent_ = 0;
@@ -76,30 +74,17 @@ class ExportReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
 
 class ImportReactor : public grpc::ServerReadReactor<grpc::ByteBuffer> {
  public:
-  ImportReactor(ServerState& state, grpc::ByteBuffer* response)
-      : state_(state), response_(response) {}
+  ImportReactor(ServerState& state, grpc::CallbackServerContext* context,
+                grpc::ByteBuffer* response)
+      : state_(state), call_(Call::Begin(state, context, "ImportSession")), response_(response) {}
 
   void Start() {
-    absl::StatusOr<engine::Engine*> engine = state_.BeginCall();
-    if (!engine.ok()) return Done(engine.status());
-    admitted_ = true;
-    engine_ = *engine;
+    if (!call_->ok()) return Done(call_->status());
     StartRead(&buffer_);
   }
 
   void OnReadDone(bool ok) override {
-    if (!ok) {  // the client half-closed: everything is here
-      engine_->ImportSession(session_id_, std::move(snapshot_),
-                             [this](absl::StatusOr<engine::SessionInfo> info) {
-                               if (info.ok()) {
-                                 v1::Session reply;
-                                 ToProto(*info, &reply);
-                                 SerializeResponse(reply, response_);
-                               }
-                               Done(info.status());
-                             });
-      return;
-    }
+    if (!ok) return Import();  // the client half-closed: everything is here
     v1::ImportSessionRequest request;
     if (absl::Status parsed = ParseRequest(buffer_, &request); !parsed.ok()) return Done(parsed);
     if (first_) {
@@ -118,20 +103,52 @@ class ImportReactor : public grpc::ServerReadReactor<grpc::ByteBuffer> {
   }
 
   void OnDone() override {
-    if (admitted_) state_.EndCall();
+    call_->Release();
     delete this;
   }
 
  private:
-  void Done(const absl::Status& status) {
-    state_.metrics().CountRequest("ImportSession", absl::StatusCodeToString(status.code()));
-    Finish(ToGrpcStatus(status));
+  void Import() {
+    absl::StatusOr<std::string> id = EngineId();
+    if (!id.ok()) return Done(id.status());
+    CheckSessionQuota(call_, [this, id = *std::move(id)](absl::Status quota) mutable {
+      if (!quota.ok()) return Done(quota);
+      call_->engine()->ImportSession(std::move(id), std::move(snapshot_),
+                                     [this](absl::StatusOr<engine::SessionInfo> info) {
+                                       if (info.ok()) {
+                                         v1::Session reply;
+                                         ToProto(*info, &reply);
+                                         reply.set_session_id(
+                                             call_->ClientSessionId(info->session_id));
+                                         call_->set_session(reply.session_id());
+                                         SerializeResponse(reply, response_);
+                                       }
+                                       Done(info.status());
+                                     });
+    });
   }
 
+  // The engine id to import under. Without tenants an empty id stays empty (the engine takes
+  // the exported id). With tenants it must carry the caller's prefix: the exported id's own
+  // part (after a configured tenant's prefix, if it has one) is kept.
+  absl::StatusOr<std::string> EngineId() {
+    if (!session_id_.empty() || call_->tenant() == nullptr) {
+      return call_->EngineSessionId(session_id_);
+    }
+    absl::StatusOr<session::SnapshotMeta> meta = session::DecodeSnapshotMeta(snapshot_);
+    if (!meta.ok()) return meta.status();
+    absl::string_view own = meta->session_id;
+    for (const std::string& tenant : state_.tenants().names()) {
+      if (absl::ConsumePrefix(&own, tenant + ".")) break;
+    }
+    return call_->EngineSessionId(own);
+  }
+
+  void Done(const absl::Status& status) { Finish(call_->Finish(status)); }
+
   ServerState& state_;
+  const std::shared_ptr<Call> call_;
   grpc::ByteBuffer* const response_;
-  bool admitted_ = false;
-  engine::Engine* engine_ = nullptr;
   bool first_ = true;
   std::string session_id_;
   std::string snapshot_;
@@ -140,16 +157,17 @@ class ImportReactor : public grpc::ServerReadReactor<grpc::ByteBuffer> {
 
 }  // namespace
 
-grpc::ServerWriteReactor<grpc::ByteBuffer>* StartExportSession(ServerState& state,
-                                                               const grpc::ByteBuffer& request) {
-  auto* reactor = new ExportReactor(state);
+grpc::ServerWriteReactor<grpc::ByteBuffer>* StartExportSession(
+    ServerState& state, grpc::CallbackServerContext* context, const grpc::ByteBuffer& request) {
+  auto* reactor = new ExportReactor(state, context);
   reactor->Start(request);
   return reactor;
 }
 
 grpc::ServerReadReactor<grpc::ByteBuffer>* StartImportSession(ServerState& state,
+                                                              grpc::CallbackServerContext* context,
                                                               grpc::ByteBuffer* response) {
-  auto* reactor = new ImportReactor(state, response);
+  auto* reactor = new ImportReactor(state, context, response);
   reactor->Start();
   return reactor;
 }

@@ -16,7 +16,11 @@
 #include <grpcpp/grpcpp.h>
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 
+#include "absl/status/status.h"
+#include "server/call.h"
 #include "server/server_state.h"
 
 namespace mnemo::server {
@@ -25,11 +29,18 @@ namespace mnemo::server {
 inline constexpr int64_t kMaxImportBytes = int64_t{16} << 30;
 
 // `request` is a serialised mnemo.v1.ExportSessionRequest.
-grpc::ServerWriteReactor<grpc::ByteBuffer>* StartExportSession(ServerState& state,
-                                                               const grpc::ByteBuffer& request);
-// `response` receives the serialised mnemo.v1.Session.
+grpc::ServerWriteReactor<grpc::ByteBuffer>* StartExportSession(
+    ServerState& state, grpc::CallbackServerContext* context, const grpc::ByteBuffer& request);
+// `response` receives the serialised mnemo.v1.Session. With tenants, an import without a
+// session_id keeps the exported id's own part (any tenant prefix replaced by the caller's).
 grpc::ServerReadReactor<grpc::ByteBuffer>* StartImportSession(ServerState& state,
+                                                              grpc::CallbackServerContext* context,
                                                               grpc::ByteBuffer* response);
+
+// Calls `then` with OK when the call's tenant may add one more session (max_sessions,
+// max_memory_bytes over its live sessions), else with RESOURCE_EXHAUSTED naming the limit.
+// Immediate when the tenant has neither limit; else after one engine round trip.
+void CheckSessionQuota(std::shared_ptr<Call> call, std::function<void(absl::Status)> then);
 
 }  // namespace mnemo::server
 

@@ -38,6 +38,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
+#include "clients/cpp/connection_flags.h"
 #include "clients/cpp/mnemo_client.h"
 
 ABSL_FLAG(std::string, address, "127.0.0.1:50051", "Server address (any gRPC target).");
@@ -487,7 +488,17 @@ int main(int argc, char** argv) {
   const std::string command = positional[1];
   std::vector<std::string> args(positional.begin() + 2, positional.end());
 
-  Client client(absl::GetFlag(FLAGS_address), absl::GetFlag(FLAGS_timeout));
+  absl::StatusOr<mnemo::client::ConnectionOptions> connection =
+      mnemo::client::ConnectionOptionsFromFlags();
+  absl::StatusOr<std::unique_ptr<Client>> connected =
+      connection.ok() ? Client::Connect(absl::GetFlag(FLAGS_address),
+                                        absl::GetFlag(FLAGS_timeout), *connection)
+                      : absl::StatusOr<std::unique_ptr<Client>>(connection.status());
+  if (!connected.ok()) {
+    std::cerr << "mnemo: " << connected.status().message() << "\n";
+    return 2;
+  }
+  Client& client = **connected;
   if (command == "generate") return RunGenerate(client, args, all_stops);
   if (command == "score") return RunScore(client, args);
   if (command == "tokenize") return RunTokenize(client, args);

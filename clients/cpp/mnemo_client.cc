@@ -24,11 +24,25 @@ absl::Status FromGrpcStatus(const grpc::Status& status) {
 }
 
 Client::Client(const std::string& address, absl::Duration timeout)
+    : Client(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()), timeout, {}) {}
+
+Client::Client(std::shared_ptr<grpc::Channel> channel, absl::Duration timeout,
+               ConnectionOptions connection)
     : timeout_(timeout),
-      channel_(grpc::CreateChannel(address, grpc::InsecureChannelCredentials())),
+      connection_(std::move(connection)),
+      channel_(std::move(channel)),
       generation_(mnemo::v1::Generation::NewStub(channel_)),
       sessions_(mnemo::v1::Sessions::NewStub(channel_)),
       models_(mnemo::v1::Models::NewStub(channel_)) {}
+
+absl::StatusOr<std::unique_ptr<Client>> Client::Connect(const std::string& address,
+                                                        absl::Duration timeout,
+                                                        const ConnectionOptions& connection) {
+  absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
+      client::Connect(address, connection);
+  if (!channel.ok()) return channel.status();
+  return std::unique_ptr<Client>(new Client(*std::move(channel), timeout, connection));
+}
 
 std::unique_ptr<grpc::ClientContext> Client::NewContext(const std::string& session_id) const {
   auto context = std::make_unique<grpc::ClientContext>();
@@ -36,6 +50,7 @@ std::unique_ptr<grpc::ClientContext> Client::NewContext(const std::string& sessi
     context->set_deadline(absl::ToChronoTime(absl::Now() + timeout_));
   }
   if (!session_id.empty()) context->AddMetadata("x-mnemo-session", session_id);
+  AddCallMetadata(connection_, context.get());
   return context;
 }
 

@@ -20,6 +20,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "clients/cpp/connection.h"
 #include "mnemo/v1/generation.grpc.pb.h"
 #include "mnemo/v1/models.grpc.pb.h"
 #include "mnemo/v1/sessions.grpc.pb.h"
@@ -49,9 +50,14 @@ struct HealthResult {
 class Client {
  public:
   // `address` is any gRPC target ("127.0.0.1:50051", "dns:///mnemo:50051"); the channel is
-  // insecure (plaintext), as mnemo serves today. `timeout` is the deadline of every call; for
-  // Generate it bounds the whole stream.
+  // plaintext. `timeout` is the deadline of every call; for Generate it bounds the whole
+  // stream.
   Client(const std::string& address, absl::Duration timeout);
+  // The same over `connection` (TLS, client certificate, API key); errors name the file or
+  // option at fault.
+  static absl::StatusOr<std::unique_ptr<Client>> Connect(const std::string& address,
+                                                         absl::Duration timeout,
+                                                         const ConnectionOptions& connection);
 
   // Streams a generation; `on_chunk` sees every chunk. Returns the last chunk's finish reason
   // and usage, or the stream's non-OK status.
@@ -90,7 +96,11 @@ class Client {
   // `x-mnemo-session` header (what routers in front of several replicas hash on).
   std::unique_ptr<grpc::ClientContext> NewContext(const std::string& session_id = "") const;
 
+  Client(std::shared_ptr<grpc::Channel> channel, absl::Duration timeout,
+         ConnectionOptions connection);
+
   absl::Duration timeout_;
+  ConnectionOptions connection_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<mnemo::v1::Generation::Stub> generation_;
   std::unique_ptr<mnemo::v1::Sessions::Stub> sessions_;

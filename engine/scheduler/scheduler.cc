@@ -276,6 +276,10 @@ std::unique_ptr<Task> Scheduler::MakeTask(Request& request, uint64_t id,
 }
 
 void Scheduler::Answer(CreateSessionCall& call) {
+  // Checked even without remember, where it is otherwise unused: a bad value is a mistake.
+  if (absl::Status s = sessions_.CheckRememberCapacity(call.options.remember_capacity); !s.ok()) {
+    return call.done(s);
+  }
   absl::StatusOr<session::Session*> created =
       sessions_.Create(call.options.session_id, call.options.knn_capacity,
                        !call.options.remember                 ? 0

@@ -1,6 +1,11 @@
 #include "engine/session/session_store.h"
 
+#include <sys/random.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -8,17 +13,13 @@
 
 namespace mnemo::session {
 
-SessionStore::SessionStore(SessionStoreConfig config, MemoryFactory new_memory, Clock clock,
-                           uint64_t id_seed)
-    : config_(std::move(config)),
-      new_memory_(std::move(new_memory)),
-      clock_(std::move(clock)),
-      id_rng_(id_seed) {}
+SessionStore::SessionStore(SessionStoreConfig config, MemoryFactory new_memory, Clock clock)
+    : config_(std::move(config)), new_memory_(std::move(new_memory)), clock_(std::move(clock)) {}
 
-absl::Status SessionStore::ValidateId(absl::string_view id) {
-  if (id.empty() || id.size() > 128) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "session_id must be 1 to 128 characters long, got ", id.size()));
+absl::Status SessionStore::ValidateId(absl::string_view id, size_t max_length) {
+  if (id.empty() || id.size() > max_length) {
+    return absl::InvalidArgumentError(absl::StrCat("session_id must be 1 to ", max_length,
+                                                   " characters long, got ", id.size()));
   }
   for (char c : id) {
     const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
@@ -31,9 +32,35 @@ absl::Status SessionStore::ValidateId(absl::string_view id) {
   return absl::OkStatus();
 }
 
+absl::Status SessionStore::CheckRememberCapacity(int64_t remember_capacity) const {
+  if (remember_capacity < 0 || remember_capacity > config_.max_remember_capacity) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "remember_capacity must be in [0, ", config_.max_remember_capacity,
+        "] tokens (0 = the server default; mnemo-server --max_remember_capacity), got ",
+        remember_capacity));
+  }
+  return absl::OkStatus();
+}
+
+std::string SessionStore::RandomId() {
+  uint64_t bits[2];
+  size_t filled = 0;
+  while (filled < sizeof(bits)) {
+    const ssize_t n = getrandom(reinterpret_cast<char*>(bits) + filled, sizeof(bits) - filled, 0);
+    // getrandom only fails with EINTR (or ENOSYS on kernels older than 3.17, which Debian 12
+    // does not run); a guessable id would be worse than stopping.
+    if (n < 0 && errno != EINTR) {
+      std::perror("mnemo: getrandom");
+      std::abort();
+    }
+    if (n > 0) filled += static_cast<size_t>(n);
+  }
+  return absl::StrFormat("%016x%016x", bits[0], bits[1]);
+}
+
 std::string SessionStore::NewId() {
   while (true) {
-    std::string id = absl::StrFormat("%016x%016x", id_rng_(), id_rng_());
+    std::string id = RandomId();
     if (!sessions_.contains(id) && (journal() == nullptr || !journal()->OnDisk(id))) return id;
   }
 }
@@ -47,12 +74,7 @@ absl::StatusOr<Session*> SessionStore::Create(absl::string_view requested_id,
         "] (0 = the server's --session_ttl; mnemo-server --max_session_ttl), got ",
         absl::ToInt64Seconds(ttl)));
   }
-  if (remember_capacity < 0 || remember_capacity > config_.max_remember_capacity) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "remember_capacity must be in [0, ", config_.max_remember_capacity,
-        "] tokens (0 = the server default; mnemo-server --max_remember_capacity), got ",
-        remember_capacity));
-  }
+  if (absl::Status s = CheckRememberCapacity(remember_capacity); !s.ok()) return s;
   if (knn_capacity < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("knn_capacity must be >= 0 (0 = the server default), got ", knn_capacity));
@@ -148,6 +170,8 @@ Session* SessionStore::Insert(std::unique_ptr<Session> session) {
 }
 
 absl::StatusOr<Session*> SessionStore::Find(absl::string_view id) {
+  // Ids name files under --session_dir: a malformed one never reaches the journal.
+  if (absl::Status s = ValidateId(id); !s.ok()) return s;
   auto it = sessions_.find(id);
   if (it != sessions_.end()) return it->second.get();
   if (journal() != nullptr && journal()->OnDisk(id)) {
@@ -169,6 +193,7 @@ absl::StatusOr<Session*> SessionStore::Find(absl::string_view id) {
 }
 
 absl::Status SessionStore::Delete(absl::string_view id) {
+  if (absl::Status s = ValidateId(id); !s.ok()) return s;
   auto it = sessions_.find(id);
   if (it == sessions_.end()) {
     if (journal() != nullptr && journal()->OnDisk(id)) return journal()->Remove(id);

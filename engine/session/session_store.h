@@ -23,14 +23,13 @@
 #include <deque>
 #include <functional>
 #include <memory>
-#include <random>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "engine/memory/session_memory.h"
 #include "engine/session/session.h"
@@ -61,15 +60,23 @@ class SessionStore {
   using Clock = std::function<absl::Time()>;
 
   // `new_memory` makes the empty memory of each new session (Model::NewMemory).
-  SessionStore(SessionStoreConfig config, MemoryFactory new_memory, Clock clock = absl::Now,
-               uint64_t id_seed = std::random_device()());
+  SessionStore(SessionStoreConfig config, MemoryFactory new_memory, Clock clock = absl::Now);
 
   SessionStore(const SessionStore&) = delete;
   SessionStore& operator=(const SessionStore&) = delete;
 
-  // Client ids must match [A-Za-z0-9._-]{1,128}; INVALID_ARGUMENT names `session_id`.
-  static absl::Status ValidateId(absl::string_view id);
-  // A random id that no session (in memory or on disk) has.
+  // The longest id a client may choose; stored ids may be longer by a tenant prefix that the
+  // server adds (server/tenants.h), up to kMaxStoredIdLength.
+  static constexpr size_t kMaxIdLength = 128;
+  static constexpr size_t kMaxStoredIdLength = 200;
+  // Ids must match [A-Za-z0-9._-]{1,max_length}; INVALID_ARGUMENT names `session_id`.
+  static absl::Status ValidateId(absl::string_view id, size_t max_length = kMaxStoredIdLength);
+  // INVALID_ARGUMENT naming remember_capacity outside [0, max_remember_capacity].
+  absl::Status CheckRememberCapacity(int64_t remember_capacity) const;
+  // 128 bits from the OS's CSPRNG (getrandom) as 32 hex digits: ids are capabilities when
+  // the server runs without API keys. Thread-safe.
+  static std::string RandomId();
+  // A RandomId() that no session (in memory or on disk) has.
   std::string NewId();
 
   // Creates a session; `id` empty = a generated random hex id. ALREADY_EXISTS for a live id,
@@ -132,7 +139,6 @@ class SessionStore {
   const SessionStoreConfig config_;
   const MemoryFactory new_memory_;
   const Clock clock_;
-  std::mt19937_64 id_rng_;
   absl::flat_hash_map<std::string, std::unique_ptr<Session>> sessions_;
   int64_t total_bytes_ = 0;
   int64_t evicted_total_ = 0;

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <map>
 #include <string>
 #include <vector>
@@ -150,6 +151,39 @@ TEST(ProtoConvertTest, EdgeChecksNameTheField) {
     absl::StatusOr<engine::GenerateOptions> options = ToGenerateOptions(request, 20);
     EXPECT_EQ(options.status().code(), c.code) << c.field;
     EXPECT_TRUE(absl::StrContains(options.status().message(), c.field)) << options.status();
+  }
+}
+
+// The edge checks say what they got, as the engine's do; an infinite kNN-LM temperature is
+// refused here too (it is not > 0 in any useful sense: every neighbour would weigh the same).
+TEST(ProtoConvertTest, EdgeChecksReportTheValue) {
+  struct Case {
+    void (*mutate)(v1::GenerateRequest&);
+    const char* message;
+  };
+  const Case cases[] = {
+      {[](v1::GenerateRequest& r) { r.set_logprobs(21); }, "logprobs must be in [0, 20], got 21"},
+      {[](v1::GenerateRequest& r) { r.mutable_early_exit()->set_threshold(1.5f); },
+       "early_exit.threshold must be in (0, 1], got 1.5"},
+      {[](v1::GenerateRequest& r) { r.mutable_knn_lm()->set_lambda(-0.5f); },
+       "knn_lm.lambda must be in [0, 1], got -0.5"},
+      {[](v1::GenerateRequest& r) { r.mutable_knn_lm()->set_k(-3); },
+       "knn_lm.k must be >= 0, got -3"},
+      {[](v1::GenerateRequest& r) { r.mutable_knn_lm()->set_temperature(0.0f); },
+       "knn_lm.temperature must be a finite number > 0, got 0"},
+      {[](v1::GenerateRequest& r) {
+         r.mutable_knn_lm()->set_temperature(std::numeric_limits<float>::infinity());
+       },
+       "knn_lm.temperature must be a finite number > 0, got inf"},
+  };
+  for (const Case& c : cases) {
+    v1::GenerateRequest request;
+    request.set_prompt("p");
+    request.mutable_knn_lm()->set_datastore("wiki");
+    c.mutate(request);
+    absl::StatusOr<engine::GenerateOptions> options = ToGenerateOptions(request, 20);
+    EXPECT_EQ(options.status().code(), absl::StatusCode::kInvalidArgument) << c.message;
+    EXPECT_EQ(options.status().message(), c.message);
   }
 }
 

@@ -19,8 +19,9 @@ std::shared_ptr<GenerateCall> GenerateCall::Create(Clock::time_point origin, int
 }
 
 void GenerateCall::Start(v1::Generation::Stub& stub, const v1::GenerateRequest& request,
-                         absl::Duration deadline) {
+                         absl::Duration deadline, const std::string& api_key) {
   request_ = request;
+  if (!api_key.empty()) context_.AddMetadata("authorization", "Bearer " + api_key);
   if (deadline != absl::InfiniteDuration()) {
     context_.set_deadline(absl::ToChronoTime(absl::Now() + deadline));
   }

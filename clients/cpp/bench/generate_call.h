@@ -14,6 +14,7 @@
 
 #include <chrono>
 #include <memory>
+#include <string>
 
 #include <grpcpp/grpcpp.h>
 
@@ -46,7 +47,7 @@ class GenerateCall : public grpc::ClientReadReactor<v1::GenerateResponse> {
   // Sends `request`; call once. From here the call may end (and release itself) on another
   // thread at any moment; the caller's shared_ptr keeps it alive until dropped.
   void Start(v1::Generation::Stub& stub, const v1::GenerateRequest& request,
-             absl::Duration deadline);
+             absl::Duration deadline, const std::string& api_key = "");
 
   // Cancels the call (it then ends with CANCELLED), also before Start; harmless once ended.
   void Cancel() { context_.TryCancel(); }

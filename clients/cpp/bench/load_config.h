@@ -33,6 +33,7 @@ struct LoadConfig {
   int warmup_per_stream = 0;  // requests per stream before measuring; not in the results
 
   int max_new_tokens = 64;
+  std::string api_key;  // sent with every Generate as `authorization: Bearer KEY`; "" = none
   SessionMode sessions = SessionMode::kFresh;
   bool early_exit = false;
   std::optional<float> exit_threshold;  // unset = the model's calibrated value

@@ -185,7 +185,7 @@ void LoadRunner::StartNext(int stream) {
     // Registered before Start, so an interrupt can reach it however fast it ends.
     in_flight_[stream] = call;
   }
-  call->Start(*stubs_[stream % stubs_.size()], request, config_.deadline);
+  call->Start(*stubs_[stream % stubs_.size()], request, config_.deadline, config_.api_key);
 }
 
 void LoadRunner::OnTokens(int tokens) { phase_tokens_.fetch_add(tokens); }

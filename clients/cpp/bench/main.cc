@@ -43,6 +43,7 @@
 #include "clients/cpp/bench/progress_line.h"
 #include "clients/cpp/bench/prompt_source.h"
 #include "clients/cpp/bench/report.h"
+#include "clients/cpp/connection_flags.h"
 #include "clients/cpp/mnemo_client.h"
 
 ABSL_FLAG(std::string, target, "127.0.0.1:50051", "Server address (any gRPC target).");
@@ -215,7 +216,8 @@ absl::StatusOr<bench::LoadConfig> ConfigFromFlags() {
   return c;
 }
 
-std::vector<std::shared_ptr<grpc::Channel>> MakeChannels(const std::string& target, int count) {
+absl::StatusOr<std::vector<std::shared_ptr<grpc::Channel>>> MakeChannels(
+    const std::string& target, int count, const mnemo::client::ConnectionOptions& connection) {
   std::vector<std::shared_ptr<grpc::Channel>> channels;
   for (int i = 0; i < count; ++i) {
     grpc::ChannelArguments args;
@@ -223,8 +225,10 @@ std::vector<std::shared_ptr<grpc::Channel>> MakeChannels(const std::string& targ
     // distinct argument give each channel its own.
     args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
     args.SetInt("mnemo.bench.channel_index", i);
-    channels.push_back(
-        grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args));
+    absl::StatusOr<std::shared_ptr<grpc::Channel>> channel =
+        mnemo::client::Connect(target, connection, args);
+    if (!channel.ok()) return channel.status();
+    channels.push_back(*std::move(channel));
   }
   return channels;
 }
@@ -289,7 +293,21 @@ int main(int argc, char** argv) {
   info.started_at = absl::FormatTime(absl::RFC3339_sec, absl::Now(), absl::UTCTimeZone());
   info.command_line = absl::StrJoin(argv, argv + argc, " ");
 
-  std::vector<std::shared_ptr<grpc::Channel>> channels = MakeChannels(info.target, info.channels);
+  absl::StatusOr<mnemo::client::ConnectionOptions> connection =
+      mnemo::client::ConnectionOptionsFromFlags();
+  absl::StatusOr<std::vector<std::shared_ptr<grpc::Channel>>> made =
+      connection.ok() ? MakeChannels(info.target, info.channels, *connection)
+                      : absl::StatusOr<std::vector<std::shared_ptr<grpc::Channel>>>(
+                            connection.status());
+  absl::StatusOr<std::unique_ptr<mnemo::client::Client>> control_client =
+      made.ok() ? mnemo::client::Client::Connect(
+                      info.target, std::min(base->deadline, absl::Seconds(30)), *connection)
+                : absl::StatusOr<std::unique_ptr<mnemo::client::Client>>(made.status());
+  if (!control_client.ok()) {
+    std::cerr << "mnemo-bench: " << control_client.status().message() << "\n";
+    return 2;
+  }
+  std::vector<std::shared_ptr<grpc::Channel>> channels = *std::move(made);
   std::vector<std::unique_ptr<mnemo::v1::Generation::Stub>> owned_stubs;
   std::vector<mnemo::v1::Generation::Stub*> stubs;
   for (const auto& channel : channels) {
@@ -297,7 +315,7 @@ int main(int argc, char** argv) {
     stubs.push_back(owned_stubs.back().get());
   }
   // Sessions and model info go over their own channel, outside the measured streams.
-  mnemo::client::Client control(info.target, std::min(base->deadline, absl::Seconds(30)));
+  mnemo::client::Client& control = **control_client;
   absl::StatusOr<std::vector<mnemo::v1::Model>> models = control.ListModels();
   if (models.ok() && !models->empty()) {
     info.model_name = models->front().name();
@@ -317,6 +335,7 @@ int main(int argc, char** argv) {
     const int concurrency = (*levels)[level];
     bench::LoadConfig config = *base;
     config.concurrency = concurrency;
+    config.api_key = connection->api_key;
     bench::LoadRunner runner(config, *prompts, stubs, control, progress, g_interrupted);
     absl::StatusOr<bench::LevelRecords> records = runner.Run();
     if (!records.ok()) {

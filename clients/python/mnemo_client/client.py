@@ -11,6 +11,7 @@ several replicas hashes (deploy/README.md).
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Iterable, Iterator, List, Mapping, Optional
 
@@ -65,9 +66,12 @@ from mnemo_client.results import (  # noqa: F401 (re-exported: mnemo_client.clie
 SESSION_HEADER = "x-mnemo-session"
 
 
-def _session_metadata(session_id: str) -> Optional[tuple]:
-    """The metadata of a call on `session_id`: the routing header, or None without a session."""
-    return ((SESSION_HEADER, session_id),) if session_id else None
+
+def _read(path: Optional[str]) -> Optional[bytes]:
+    if not path:
+        return None
+    with open(path, "rb") as f:
+        return f.read()
 
 
 class MnemoError(Exception):
@@ -131,12 +135,36 @@ class Client:
       address: gRPC target, e.g. "127.0.0.1:50051".
       timeout: default deadline of every call in seconds (for generate: the whole stream);
         None = no deadline.
+      api_key: sent with every call as `authorization: Bearer KEY` (servers started with
+        --auth_keys require one); default: the MNEMO_API_KEY environment variable.
+      tls: connect with TLS (implied by tls_ca / tls_cert); without tls_ca the system's CA
+        roots check the server.
+      tls_ca: PEM file of the CA that signed the server's certificate.
+      tls_cert, tls_key: PEM files of this client's certificate and key (mutual TLS).
+      tls_server_name: the name the server's certificate must carry when it differs from the
+        address's host.
     """
 
-    def __init__(self, address: str = "127.0.0.1:50051", timeout: Optional[float] = 60.0):
+    def __init__(self, address: str = "127.0.0.1:50051", timeout: Optional[float] = 60.0, *,
+                 api_key: Optional[str] = None, tls: bool = False, tls_ca: Optional[str] = None,
+                 tls_cert: Optional[str] = None, tls_key: Optional[str] = None,
+                 tls_server_name: Optional[str] = None):
         self.address = address
         self.timeout = timeout
-        self._channel = grpc.insecure_channel(address)
+        if api_key is None:
+            api_key = os.environ.get("MNEMO_API_KEY", "").strip() or None
+        self._auth = (("authorization", "Bearer " + api_key),) if api_key else ()
+        if bool(tls_cert) != bool(tls_key):
+            raise ValueError("a client certificate needs both tls_cert and tls_key")
+        if tls or tls_ca or tls_cert:
+            credentials = grpc.ssl_channel_credentials(
+                root_certificates=_read(tls_ca), private_key=_read(tls_key),
+                certificate_chain=_read(tls_cert))
+            options = ([("grpc.ssl_target_name_override", tls_server_name)]
+                       if tls_server_name else [])
+            self._channel = grpc.secure_channel(address, credentials, options=options)
+        else:
+            self._channel = grpc.insecure_channel(address)
         self._generation = generation_pb2_grpc.GenerationStub(self._channel)
         self._sessions = sessions_pb2_grpc.SessionsStub(self._channel)
         self._models = models_pb2_grpc.ModelsStub(self._channel)
@@ -152,13 +180,18 @@ class Client:
     def __exit__(self, *exc) -> None:
         self.close()
 
+    def _metadata(self, session_id: str = "") -> Optional[tuple]:
+        """A call's metadata: the API key, and for a call on `session_id` the routing header."""
+        metadata = self._auth + (((SESSION_HEADER, session_id),) if session_id else ())
+        return metadata or None
+
     def _timeout(self, timeout: Optional[float]) -> Optional[float]:
         return self.timeout if timeout is None else timeout
 
     def _unary(self, method, request, timeout, session_id: str = ""):
         try:
             return method(request, timeout=self._timeout(timeout),
-                          metadata=_session_metadata(session_id))
+                          metadata=self._metadata(session_id))
         except grpc.RpcError as error:
             raise MnemoError.from_rpc_error(error) from None
 
@@ -236,7 +269,7 @@ class Client:
         if exit_measure is not None:
             request.early_exit.measure = _exit_measure(exit_measure)
         call = self._generation.Generate(request, timeout=self._timeout(timeout),
-                                         metadata=_session_metadata(session_id))
+                                         metadata=self._metadata(session_id))
         return GenerateStream(call)
 
     def score(self, text: str = "", *, token_ids: Optional[Iterable[int]] = None,
@@ -334,7 +367,7 @@ class Client:
         the session."""
         call = self._sessions.ExportSession(
             sessions_pb2.ExportSessionRequest(session_id=session_id),
-            timeout=self._timeout(timeout), metadata=_session_metadata(session_id))
+            timeout=self._timeout(timeout), metadata=self._metadata(session_id))
         try:
             return b"".join(chunk.data for chunk in call)
         except grpc.RpcError as error:
@@ -355,7 +388,7 @@ class Client:
 
         try:
             r = self._sessions.ImportSession(requests(), timeout=self._timeout(timeout),
-                                             metadata=_session_metadata(session_id))
+                                             metadata=self._metadata(session_id))
         except grpc.RpcError as error:
             raise MnemoError.from_rpc_error(error) from None
         return session_from_proto(r)

@@ -204,6 +204,21 @@ TEST_F(DurabilityTest, DeleteRemovesTheFiles) {
   EXPECT_TRUE(Create("gone", false).ok());  // the id is free again
 }
 
+TEST_F(DurabilityTest, MalformedIdsNeverReachTheDirectory) {
+  // A file beside the session directory that a path in an id would name.
+  Restart();
+  const fs::path canary = dir_.parent_path() / (dir_.filename().string() + "_canary.snap");
+  { std::ofstream(canary) << "not mine"; }
+  const std::string escape = "../" + dir_.filename().string() + "_canary";
+  Waiter<absl::Status> deleted;
+  scheduler_->DeleteSession(escape, deleted.Callback());
+  EXPECT_EQ(deleted.Wait().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(GetSession(escape).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Score(escape, "x", true).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(fs::exists(canary));
+  fs::remove(canary);
+}
+
 TEST_F(DurabilityTest, DuplicateIdOnDiskIsRefused) {
   Restart();
   ASSERT_TRUE(Create("dup", false).ok());

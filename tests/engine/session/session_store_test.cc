@@ -1,5 +1,6 @@
 #include "engine/session/session_store.h"
 
+#include <set>
 #include <string>
 #include <vector>
 
@@ -26,7 +27,7 @@ class SessionStoreTest : public ::testing::Test {
     return SessionStore(
         config,
         [](int64_t) { return memory::SessionMemory::Create(TinyShape(), torch::kFloat32); },
-        [this] { return now_; }, /*id_seed=*/1);
+        [this] { return now_; });
   }
   int64_t SessionBytes() {
     return memory::SessionMemory::Create(TinyShape(), torch::kFloat32).bytes();
@@ -52,12 +53,14 @@ TEST_F(SessionStoreTest, ValidatesClientIdsAndRejectsDuplicates) {
   SessionStore store = MakeStore({});
   EXPECT_TRUE(store.Create("chat-42_v1.0").ok());
   EXPECT_EQ(store.Create("chat-42_v1.0").status().code(), absl::StatusCode::kAlreadyExists);
-  for (const std::string& bad : std::vector<std::string>{"has space", "slash/", "\xC3\xA9", std::string(129, 'a')}) {
+  // Stored ids may be up to 200 characters: the server adds a tenant prefix to the client's
+  // (at most 128, checked at the edge).
+  for (const std::string& bad : std::vector<std::string>{"has space", "slash/", "\xC3\xA9", std::string(201, 'a')}) {
     absl::Status s = store.Create(bad).status();
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << bad;
     EXPECT_TRUE(absl::StrContains(s.message(), "session_id")) << s;
   }
-  EXPECT_TRUE(store.Create(std::string(128, 'a')).ok());
+  EXPECT_TRUE(store.Create(std::string(200, 'a')).ok());
   EXPECT_EQ(store.Create("k", /*knn_capacity=*/-1).status().code(),
             absl::StatusCode::kInvalidArgument);
 }
@@ -255,6 +258,32 @@ TEST_F(SessionStoreTest, CloneIsADeepCopy) {
   EXPECT_EQ(copy.tokens_seen, 7);
   EXPECT_EQ(copy.memory.bytes(), a->state.memory.bytes());
   EXPECT_NE(copy.memory.layer(0).k_raw().data_ptr(), a->state.memory.layer(0).k_raw().data_ptr());
+}
+
+}  // namespace
+}  // namespace mnemo::session
+
+namespace mnemo::session {
+namespace {
+
+TEST(SessionIdTest, RandomIdsAre128BitHexAndDistinct) {
+  std::set<std::string> seen;
+  for (int i = 0; i < 1000; ++i) {
+    const std::string id = SessionStore::RandomId();
+    ASSERT_EQ(id.size(), 32u);
+    ASSERT_EQ(id.find_first_not_of("0123456789abcdef"), std::string::npos) << id;
+    ASSERT_TRUE(SessionStore::ValidateId(id).ok());
+    seen.insert(id);
+  }
+  EXPECT_EQ(seen.size(), 1000u);
+}
+
+TEST(SessionIdTest, ClientIdsAreCheckedAgainstTheirLimit) {
+  EXPECT_TRUE(SessionStore::ValidateId(std::string(128, 'a'), SessionStore::kMaxIdLength).ok());
+  EXPECT_FALSE(SessionStore::ValidateId(std::string(129, 'a'), SessionStore::kMaxIdLength).ok());
+  EXPECT_TRUE(SessionStore::ValidateId(std::string(200, 'a')).ok());  // stored: tenant prefix
+  EXPECT_FALSE(SessionStore::ValidateId("../x").ok());
+  EXPECT_FALSE(SessionStore::ValidateId("").ok());
 }
 
 }  // namespace
