@@ -11,13 +11,15 @@
 
 namespace mnemo::server {
 
-Call::Call(ServerState& state, absl::string_view rpc, std::string peer)
-    : state_(state), rpc_(rpc), peer_(std::move(peer)) {}
+Call::Call(ServerState& state, const grpc::CallbackServerContext* context, absl::string_view rpc)
+    : state_(state),
+      context_(context),
+      rpc_(rpc),
+      peer_(context != nullptr ? context->peer() : std::string()) {}
 
 std::shared_ptr<Call> Call::Begin(ServerState& state, const grpc::CallbackServerContext* context,
                                   absl::string_view rpc) {
-  std::shared_ptr<Call> call(
-      new Call(state, rpc, context != nullptr ? context->peer() : std::string()));
+  std::shared_ptr<Call> call(new Call(state, context, rpc));
   absl::StatusOr<engine::Engine*> engine = state.BeginCall();
   if (!engine.ok()) {
     call->admission_ = engine.status();
@@ -30,7 +32,8 @@ std::shared_ptr<Call> Call::Begin(ServerState& state, const grpc::CallbackServer
   if (context != nullptr) {
     const auto& metadata = context->client_metadata();
     auto it = metadata.find("authorization");
-    if (it != metadata.end()) authorization = absl::string_view(it->second.data(), it->second.size());
+    if (it != metadata.end())
+      authorization = absl::string_view(it->second.data(), it->second.size());
   }
   absl::StatusOr<std::shared_ptr<Tenant>> tenant = state.tenants().Authenticate(authorization);
   if (!tenant.ok()) {
@@ -64,8 +67,8 @@ std::shared_ptr<Call> Call::Begin(ServerState& state, const grpc::CallbackServer
 
 Call::~Call() { Release(); }
 
-absl::StatusOr<std::string> Call::EngineSessionId(absl::string_view client_id) {
-  if (client_id.empty()) return std::string();
+absl::StatusOr<std::string> Call::EngineSessionId(absl::string_view client_id, bool required) {
+  if (client_id.empty() && !required) return std::string();
   set_session(client_id);
   return server::EngineSessionId(tenant(), client_id);
 }
@@ -93,8 +96,8 @@ absl::Status Call::CheckDatastore(absl::string_view name) const {
   for (const engine::DatastoreInfo& d : engine_->ListDatastores()) {
     if (tenant_->MayUseDatastore(d.name)) visible.push_back(d.name);
   }
-  return absl::NotFoundError(absl::StrCat("datastore \"", name, "\" is not loaded (loaded: ",
-                                          absl::StrJoin(visible, ", "), ")"));
+  return absl::NotFoundError(absl::StrCat(
+      "datastore \"", name, "\" is not loaded (loaded: ", absl::StrJoin(visible, ", "), ")"));
 }
 
 absl::Status Call::LimitError(absl::string_view limit, absl::string_view message) const {
@@ -106,7 +109,10 @@ void Call::set_prompt(absl::string_view text) {
   if (state_.request_log().log_prompts()) prompt_ = std::string(text);
 }
 
-grpc::Status Call::Finish(const absl::Status& status) {
+grpc::Status Call::Finish(const absl::Status& outcome) {
+  const absl::Status status = !outcome.ok() && context_ != nullptr && context_->IsCancelled()
+                                  ? absl::CancelledError("the client cancelled the call")
+                                  : outcome;
   const absl::Status client = ClientStatus(tenant(), status);
   if (finished_.exchange(true)) return ToGrpcStatus(client);
   const absl::Time now = absl::Now();

@@ -37,8 +37,7 @@ namespace mnemo::server {
 class Call {
  public:
   // Never null; check status() before using engine().
-  static std::shared_ptr<Call> Begin(ServerState& state,
-                                     const grpc::CallbackServerContext* context,
+  static std::shared_ptr<Call> Begin(ServerState& state, const grpc::CallbackServerContext* context,
                                      absl::string_view rpc);
   ~Call();
 
@@ -52,8 +51,9 @@ class Call {
   ServerState& state() const { return state_; }
 
   // The engine's id for the client's `client_id` (validated; recorded for the log). An empty
-  // id stays empty (one-shot calls, ids the engine generates).
-  absl::StatusOr<std::string> EngineSessionId(absl::string_view client_id);
+  // id stays empty (one-shot calls, ids the engine generates) unless `required`, when it is
+  // INVALID_ARGUMENT like any other malformed id.
+  absl::StatusOr<std::string> EngineSessionId(absl::string_view client_id, bool required = false);
   // The client's id for an engine id (the tenant prefix removed).
   std::string ClientSessionId(absl::string_view engine_id) const;
   bool OwnsSession(absl::string_view engine_id) const;
@@ -74,16 +74,18 @@ class Call {
   }
 
   // Records the outcome (first call only; later calls just convert) and returns it as the
-  // client sees it.
+  // client sees it. A failure of a call the client has already cancelled is recorded as
+  // CANCELLED (a client that cancels before its request arrives leaves an empty request).
   grpc::Status Finish(const absl::Status& status);
   void Release();
   // Finish, reactor->Finish, Release.
   void FinishUnary(grpc::ServerUnaryReactor* reactor, const absl::Status& status);
 
  private:
-  Call(ServerState& state, absl::string_view rpc, std::string peer);
+  Call(ServerState& state, const grpc::CallbackServerContext* context, absl::string_view rpc);
 
   ServerState& state_;
+  const grpc::CallbackServerContext* const context_;  // null in tests that have none
   const std::string rpc_;
   const std::string peer_;
   const absl::Time start_ = absl::Now();

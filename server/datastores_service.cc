@@ -68,7 +68,8 @@ grpc::ServerUnaryReactor* DatastoresService::AddToSessionDatastore(
   std::shared_ptr<Call> call =
       BeginRawUnary(state_, context, "AddToSessionDatastore", reactor, *request, &parsed);
   if (call == nullptr) return reactor;
-  absl::StatusOr<std::string> session = call->EngineSessionId(parsed.session_id());
+  absl::StatusOr<std::string> session =
+      call->EngineSessionId(parsed.session_id(), /*required=*/true);
   if (!session.ok()) {
     call->FinishUnary(reactor, session.status());
     return reactor;

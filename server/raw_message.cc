@@ -105,6 +105,14 @@ absl::Status CheckFields(std::string_view data, const Descriptor* type,
 }  // namespace
 
 absl::Status ParseRequest(const grpc::ByteBuffer& bytes, google::protobuf::Message* out) {
+  // No message at all (an empty one is a valid, zero-length buffer): the client reset the call
+  // or its deadline passed before the request arrived, since a live client of a unary or
+  // server-streaming method always sends one. Nothing may run on it (a CreateSession would make
+  // a session nobody knows).
+  if (!bytes.Valid()) {
+    return absl::CancelledError(absl::StrCat(
+        "no ", out->GetDescriptor()->name(), " arrived: the call ended before its request"));
+  }
   const std::string data = Flatten(bytes);
   // Checked before parsing (a linear scan, like protobuf's own UTF-8 check) so that a bad
   // request is named precisely: protobuf would refuse invalid UTF-8 without naming the field

@@ -22,7 +22,7 @@ namespace mnemo::server {
 // Parses `bytes` into `out`. INVALID_ARGUMENT naming the (dotted) field whose string is not
 // valid UTF-8, or that arrived with a wire type its type does not take (protobuf would keep it
 // as an unknown field and the request would run with the field unset), or saying the bytes are
-// not a `out`-typed message.
+// not a `out`-typed message; CANCELLED when no message arrived at all (the call died first).
 absl::Status ParseRequest(const grpc::ByteBuffer& bytes, google::protobuf::Message* out);
 
 // Serialises `message` into `out` (replacing its contents).

@@ -28,11 +28,12 @@ class ExportReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
     v1::ExportSessionRequest request;
     if (absl::Status parsed = ParseRequest(bytes, &request); !parsed.ok()) return Done(parsed);
     if (request.chunk_bytes() < 0 || request.chunk_bytes() > kMaxChunk) {
-      return Done(absl::InvalidArgumentError(absl::StrCat(
-          "chunk_bytes must be in [0, ", kMaxChunk, "], got ", request.chunk_bytes())));
+      return Done(absl::InvalidArgumentError(absl::StrCat("chunk_bytes must be in [0, ", kMaxChunk,
+                                                          "], got ", request.chunk_bytes())));
     }
     chunk_ = request.chunk_bytes() > 0 ? request.chunk_bytes() : kDefaultChunk;
-    absl::StatusOr<std::string> id = call_->EngineSessionId(request.session_id());
+    absl::StatusOr<std::string> id =
+        call_->EngineSessionId(request.session_id(), /*required=*/true);
     if (!id.ok()) return Done(id.status());
     call_->engine()->ExportSession(*std::move(id), [this](absl::StatusOr<std::string> snapshot) {
       if (!snapshot.ok()) return Done(snapshot.status());
@@ -113,18 +114,17 @@ class ImportReactor : public grpc::ServerReadReactor<grpc::ByteBuffer> {
     if (!id.ok()) return Done(id.status());
     CheckSessionQuota(call_, [this, id = *std::move(id)](absl::Status quota) mutable {
       if (!quota.ok()) return Done(quota);
-      call_->engine()->ImportSession(std::move(id), std::move(snapshot_),
-                                     [this](absl::StatusOr<engine::SessionInfo> info) {
-                                       if (info.ok()) {
-                                         v1::Session reply;
-                                         ToProto(*info, &reply);
-                                         reply.set_session_id(
-                                             call_->ClientSessionId(info->session_id));
-                                         call_->set_session(reply.session_id());
-                                         SerializeResponse(reply, response_);
-                                       }
-                                       Done(info.status());
-                                     });
+      call_->engine()->ImportSession(
+          std::move(id), std::move(snapshot_), [this](absl::StatusOr<engine::SessionInfo> info) {
+            if (info.ok()) {
+              v1::Session reply;
+              ToProto(*info, &reply);
+              reply.set_session_id(call_->ClientSessionId(info->session_id));
+              call_->set_session(reply.session_id());
+              SerializeResponse(reply, response_);
+            }
+            Done(info.status());
+          });
     });
   }
 
@@ -157,8 +157,9 @@ class ImportReactor : public grpc::ServerReadReactor<grpc::ByteBuffer> {
 
 }  // namespace
 
-grpc::ServerWriteReactor<grpc::ByteBuffer>* StartExportSession(
-    ServerState& state, grpc::CallbackServerContext* context, const grpc::ByteBuffer& request) {
+grpc::ServerWriteReactor<grpc::ByteBuffer>* StartExportSession(ServerState& state,
+                                                               grpc::CallbackServerContext* context,
+                                                               const grpc::ByteBuffer& request) {
   auto* reactor = new ExportReactor(state, context);
   reactor->Start(request);
   return reactor;

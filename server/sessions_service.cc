@@ -50,16 +50,16 @@ void CheckSessionQuota(std::shared_ptr<Call> call, std::function<void(absl::Stat
     const std::string& name = call->tenant()->name();
     if (limits.max_sessions > 0 && count >= limits.max_sessions) {
       return then(call->LimitError(
-          "max_sessions", absl::StrCat("tenant '", name, "' is at its limit max_sessions = ",
-                                       limits.max_sessions,
-                                       " live sessions; delete one or wait for one to expire")));
+          "max_sessions",
+          absl::StrCat("tenant '", name, "' is at its limit max_sessions = ", limits.max_sessions,
+                       " live sessions; delete one or wait for one to expire")));
     }
     if (limits.max_memory_bytes > 0 && bytes >= limits.max_memory_bytes) {
       return then(call->LimitError(
           "max_memory_bytes",
-          absl::StrCat("tenant '", name, "' is at its limit max_memory_bytes = ",
-                       limits.max_memory_bytes, " (its live sessions hold ", bytes,
-                       " bytes); delete a session first")));
+          absl::StrCat("tenant '", name,
+                       "' is at its limit max_memory_bytes = ", limits.max_memory_bytes,
+                       " (its live sessions hold ", bytes, " bytes); delete a session first")));
     }
     then(absl::OkStatus());
   });
@@ -78,18 +78,18 @@ grpc::ServerUnaryReactor* SessionsService::CreateSession(grpc::CallbackServerCon
     // Without tenants the engine picks an id; with them it must carry the tenant's prefix.
     if (call->tenant() != nullptr) options.session_id = call->NewEngineSessionId();
   } else {
-    absl::StatusOr<std::string> id = call->EngineSessionId(parsed.session_id());
+    absl::StatusOr<std::string> id = call->EngineSessionId(parsed.session_id(), /*required=*/true);
     if (!id.ok()) {
       call->FinishUnary(reactor, id.status());
       return reactor;
     }
     options.session_id = *std::move(id);
   }
-  CheckSessionQuota(call, [call, reactor, response,
-                           options = std::move(options)](absl::Status quota) mutable {
-    if (!quota.ok()) return call->FinishUnary(reactor, quota);
-    call->engine()->CreateSession(std::move(options), SessionReply(call, reactor, response));
-  });
+  CheckSessionQuota(
+      call, [call, reactor, response, options = std::move(options)](absl::Status quota) mutable {
+        if (!quota.ok()) return call->FinishUnary(reactor, quota);
+        call->engine()->CreateSession(std::move(options), SessionReply(call, reactor, response));
+      });
   return reactor;
 }
 
@@ -101,7 +101,7 @@ grpc::ServerUnaryReactor* SessionsService::GetSession(grpc::CallbackServerContex
   std::shared_ptr<Call> call =
       BeginRawUnary(state_, context, "GetSession", reactor, *request, &parsed);
   if (call == nullptr) return reactor;
-  absl::StatusOr<std::string> id = call->EngineSessionId(parsed.session_id());
+  absl::StatusOr<std::string> id = call->EngineSessionId(parsed.session_id(), /*required=*/true);
   if (!id.ok()) {
     call->FinishUnary(reactor, id.status());
     return reactor;
@@ -153,7 +153,7 @@ grpc::ServerUnaryReactor* SessionsService::DeleteSession(grpc::CallbackServerCon
   std::shared_ptr<Call> call =
       BeginRawUnary(state_, context, "DeleteSession", reactor, *request, &parsed);
   if (call == nullptr) return reactor;
-  absl::StatusOr<std::string> id = call->EngineSessionId(parsed.session_id());
+  absl::StatusOr<std::string> id = call->EngineSessionId(parsed.session_id(), /*required=*/true);
   if (!id.ok()) {
     call->FinishUnary(reactor, id.status());
     return reactor;
@@ -183,7 +183,8 @@ grpc::ServerUnaryReactor* SessionsService::ForkSession(grpc::CallbackServerConte
   std::shared_ptr<Call> call =
       BeginRawUnary(state_, context, "ForkSession", reactor, *request, &parsed);
   if (call == nullptr) return reactor;
-  absl::StatusOr<std::string> source = call->EngineSessionId(parsed.session_id());
+  absl::StatusOr<std::string> source =
+      call->EngineSessionId(parsed.session_id(), /*required=*/true);
   absl::StatusOr<std::string> fork =
       parsed.new_session_id().empty()
           ? absl::StatusOr<std::string>(call->tenant() != nullptr ? call->NewEngineSessionId()

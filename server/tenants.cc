@@ -22,11 +22,10 @@ namespace {
 using Json = nlohmann::json;
 
 absl::Status CheckName(absl::string_view name, absl::string_view where) {
-  const bool ok = !name.empty() && name.size() <= 63 &&
-                  std::all_of(name.begin(), name.end(), [](char c) {
-                    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' ||
-                           c == '-';
-                  });
+  const bool ok =
+      !name.empty() && name.size() <= 63 && std::all_of(name.begin(), name.end(), [](char c) {
+        return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
+      });
   if (ok) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrCat(
       where, ": name must be 1 to 63 of [a-z0-9_-], got \"", absl::CHexEscape(name), "\""));
@@ -43,15 +42,15 @@ absl::StatusOr<int64_t> Limit(const Json& entry, const char* key, absl::string_v
 }
 
 absl::StatusOr<TenantConfig> ParseTenant(const Json& entry, absl::string_view where) {
-  if (!entry.is_object()) return absl::InvalidArgumentError(absl::StrCat(where, " is not an object"));
-  static constexpr const char* kKnown[] = {"name",           "key_sha256",        "max_sessions",
-                                           "max_memory_bytes", "max_concurrent", "tokens_per_minute",
-                                           "datastores"};
+  if (!entry.is_object())
+    return absl::InvalidArgumentError(absl::StrCat(where, " is not an object"));
+  static constexpr const char* kKnown[] = {
+      "name",           "key_sha256",        "max_sessions", "max_memory_bytes",
+      "max_concurrent", "tokens_per_minute", "datastores"};
   for (const auto& [key, value] : entry.items()) {
     if (std::find(std::begin(kKnown), std::end(kKnown), key) == std::end(kKnown)) {
-      return absl::InvalidArgumentError(absl::StrCat(where, ": unknown field \"", key,
-                                                     "\" (known: ", absl::StrJoin(kKnown, ", "),
-                                                     ")"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          where, ": unknown field \"", key, "\" (known: ", absl::StrJoin(kKnown, ", "), ")"));
     }
   }
   TenantConfig t;
@@ -116,9 +115,10 @@ absl::StatusOr<std::vector<TenantConfig>> ParseTenantsJson(absl::string_view jso
     tenants.push_back(*std::move(t));
   }
   if (tenants.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        origin, ": no tenants (an empty file would lock every client out; omit --auth_keys to "
-                "run without keys)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(origin,
+                     ": no tenants (an empty file would lock every client out; omit --auth_keys to "
+                     "run without keys)"));
   }
   return tenants;
 }
@@ -175,9 +175,9 @@ absl::Status Tenant::Admit(absl::Time now, std::string* limit) {
   const TenantLimits& limits = config_.limits;
   if (limits.max_concurrent > 0 && in_flight_ >= limits.max_concurrent) {
     *limit = "max_concurrent";
-    return absl::ResourceExhaustedError(
-        absl::StrCat("tenant '", name_, "' is at its limit max_concurrent = ",
-                     limits.max_concurrent, " requests in flight; retry when one finishes"));
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "tenant '", name_, "' is at its limit max_concurrent = ", limits.max_concurrent,
+        " requests in flight; retry when one finishes"));
   }
   if (limits.tokens_per_minute > 0) {
     RefillLocked(now);
@@ -229,9 +229,8 @@ absl::Status Tenants::Configure(std::vector<TenantConfig> tenants) {
           absl::StrCat("tenant '", config.name, "' has the same key as another tenant"));
     }
     auto existing = by_name_.find(config.name);
-    std::shared_ptr<Tenant> tenant = existing != by_name_.end()
-                                         ? existing->second
-                                         : std::make_shared<Tenant>(config.name);
+    std::shared_ptr<Tenant> tenant =
+        existing != by_name_.end() ? existing->second : std::make_shared<Tenant>(config.name);
     by_name[config.name] = tenant;
     by_key[config.key_sha256] = tenant;
   }
@@ -283,10 +282,10 @@ absl::Status Tenants::AdmitModelCall(const Tenant& tenant, int64_t capacity) {
     for (const auto& [name, calls] : model_calls_) active += calls > 0 ? 1 : 0;
     const int64_t share = (capacity + active - 1) / active;
     if (mine >= share) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "tenant '", tenant.name(), "' holds its fair_share of the server: ", mine, " of ",
-          capacity, " running slots while ", active,
-          " tenants have calls in flight; retry when one of its calls ends"));
+      return absl::ResourceExhaustedError(
+          absl::StrCat("tenant '", tenant.name(), "' holds its fair_share of the server: ", mine,
+                       " of ", capacity, " running slots while ", active,
+                       " tenants have calls in flight; retry when one of its calls ends"));
     }
   }
   ++mine;
@@ -301,8 +300,8 @@ void Tenants::ReleaseModelCall(const Tenant& tenant) {
 }
 
 absl::StatusOr<std::string> EngineSessionId(const Tenant* tenant, absl::string_view client_id) {
-  if (absl::Status s = session::SessionStore::ValidateId(client_id,
-                                                         session::SessionStore::kMaxIdLength);
+  if (absl::Status s =
+          session::SessionStore::ValidateId(client_id, session::SessionStore::kMaxIdLength);
       !s.ok()) {
     return s;
   }

@@ -16,16 +16,14 @@
 namespace mnemo::client {
 
 struct ConnectionOptions {
-  bool tls = false;            // TLS; implied by any tls_* file below
-  std::string tls_ca;          // PEM: the CA that signed the server's certificate; "" = system roots
-  std::string tls_cert;        // PEM: this client's certificate (mutual TLS), with tls_key
-  std::string tls_key;         // PEM: its private key
-  std::string tls_server_name; // the name to check the server's certificate against ("" = host)
-  std::string api_key;         // sent as `authorization: Bearer KEY`; "" = none
+  bool tls = false;      // TLS; implied by any tls_* file below
+  std::string tls_ca;    // PEM: the CA that signed the server's certificate; "" = system roots
+  std::string tls_cert;  // PEM: this client's certificate (mutual TLS), with tls_key
+  std::string tls_key;   // PEM: its private key
+  std::string tls_server_name;  // the name to check the server's certificate against ("" = host)
+  std::string api_key;          // sent as `authorization: Bearer KEY`; "" = none
 
-  bool uses_tls() const {
-    return tls || !tls_ca.empty() || !tls_cert.empty() || !tls_key.empty();
-  }
+  bool uses_tls() const { return tls || !tls_ca.empty() || !tls_cert.empty() || !tls_key.empty(); }
 };
 
 // Credentials for `options`; errors name the unreadable file or the incomplete pair.

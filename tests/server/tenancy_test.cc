@@ -173,47 +173,54 @@ TEST_F(TenancyTest, CrossTenantMatrixHasNoSuccessfulAccess) {
 
   // Every RPC that names a session, by team-b on team-a's "doc".
   std::map<std::string, std::function<grpc::Status()>> attempts = {
-      {"GetSession", [&] {
+      {"GetSession",
+       [&] {
          grpc::Status s;
          Get(kKeyB, "doc", &s);
          return s;
        }},
       {"Generate", [&] { return Generate(kKeyB, "doc", "intrusion").status; }},
-      {"Score", [&] {
+      {"Score",
+       [&] {
          v1::ScoreRequest r;
          r.set_session_id("doc");
          r.set_text("intrusion");
          v1::ScoreResponse reply;
          return generation_->Score(As(kKeyB).get(), r, &reply);
        }},
-      {"ExportSession", [&] {
+      {"ExportSession",
+       [&] {
          std::string bytes;
          grpc::Status s = Export(kKeyB, "doc", &bytes);
          EXPECT_TRUE(bytes.empty());
          return s;
        }},
-      {"ForkSession", [&] {
+      {"ForkSession",
+       [&] {
          v1::ForkSessionRequest r;
          r.set_session_id("doc");
          r.set_new_session_id("stolen");
          v1::Session reply;
          return sessions_->ForkSession(As(kKeyB).get(), r, &reply);
        }},
-      {"AddToSessionDatastore", [&] {
+      {"AddToSessionDatastore",
+       [&] {
          v1::AddToSessionDatastoreRequest r;
          r.set_session_id("doc");
          r.set_text("intrusion");
          v1::AddToSessionDatastoreResponse reply;
          return datastores_->AddToSessionDatastore(As(kKeyB).get(), r, &reply);
        }},
-      {"GetDatastore", [&] {
+      {"GetDatastore",
+       [&] {
          v1::GetDatastoreRequest r;
          r.set_name("session");
          r.set_session_id("doc");
          v1::Datastore reply;
          return datastores_->GetDatastore(As(kKeyB).get(), r, &reply);
        }},
-      {"DeleteSession", [&] {
+      {"DeleteSession",
+       [&] {
          v1::DeleteSessionRequest r;
          r.set_session_id("doc");
          v1::DeleteSessionResponse reply;
@@ -227,7 +234,8 @@ TEST_F(TenancyTest, CrossTenantMatrixHasNoSuccessfulAccess) {
     if (s.ok()) ++successes;
     EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND) << rpc << ": " << s.error_message();
     // Indistinguishable from a session that never existed: no tenant name, no engine id.
-    EXPECT_FALSE(absl::StrContains(s.error_message(), "team-a")) << rpc << ": " << s.error_message();
+    EXPECT_FALSE(absl::StrContains(s.error_message(), "team-a"))
+        << rpc << ": " << s.error_message();
     absl::StrAppend(&table, "| ", rpc, " | ", s.error_code(), " ", s.error_message(), " |\n");
   }
   // Lists show only one's own sessions.
@@ -323,8 +331,10 @@ TEST_F(TenancyTest, LimitsAreNamedAndPerTenant) {
       << metrics;
   EXPECT_TRUE(absl::StrContains(
       metrics, "mnemo_tenant_rejections_total{limit=\"max_concurrent\",tenant=\"team-c\"} 1"));
-  EXPECT_TRUE(absl::StrContains(metrics, "mnemo_tenant_requests_total{code=\"OK\",tenant=\"team-a\"}"));
-  EXPECT_TRUE(absl::StrContains(metrics, "mnemo_tenant_tokens_total{direction=\"out\",tenant=\"team-a\"}"));
+  EXPECT_TRUE(
+      absl::StrContains(metrics, "mnemo_tenant_requests_total{code=\"OK\",tenant=\"team-a\"}"));
+  EXPECT_TRUE(
+      absl::StrContains(metrics, "mnemo_tenant_tokens_total{direction=\"out\",tenant=\"team-a\"}"));
 }
 
 TEST_F(TenancyTest, TokensPerMinuteRefusesOnceSpent) {
@@ -361,9 +371,8 @@ TEST_F(TenancyTest, ReloadSwapsKeysAndKeepsSessions) {
   EXPECT_EQ(Create(kKeyC, "x").error_code(), grpc::StatusCode::UNAUTHENTICATED);
   EXPECT_EQ(List("rotated-key"), std::vector<std::string>{"kept"});
   // A bad configuration changes nothing.
-  EXPECT_FALSE(server_.server()
-                   .ConfigureTenants({Tenant("team-a", kKeyA), Tenant("team-a", kKeyB)})
-                   .ok());
+  EXPECT_FALSE(
+      server_.server().ConfigureTenants({Tenant("team-a", kKeyA), Tenant("team-a", kKeyB)}).ok());
   EXPECT_EQ(List("rotated-key"), std::vector<std::string>{"kept"});
 }
 
@@ -445,9 +454,9 @@ TEST(TenancyFairShareTest, AFloodHoldsOnlyItsShareOfTheRunningSlots) {
     }
     o.reader->Finish();
   }
-  EXPECT_TRUE(absl::StrContains(
-      server.server().metrics().TextFormat(),
-      "mnemo_tenant_rejections_total{limit=\"fair_share\",tenant=\"team-a\"} 1"));
+  EXPECT_TRUE(
+      absl::StrContains(server.server().metrics().TextFormat(),
+                        "mnemo_tenant_rejections_total{limit=\"fair_share\",tenant=\"team-a\"} 1"));
 }
 
 }  // namespace

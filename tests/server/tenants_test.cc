@@ -20,7 +20,8 @@ std::vector<TenantConfig> Parse(const std::string& json) {
   return t.ok() ? *t : std::vector<TenantConfig>{};
 }
 
-std::string KeyEntry(const std::string& name, const std::string& key, const std::string& extra = "") {
+std::string KeyEntry(const std::string& name, const std::string& key,
+                     const std::string& extra = "") {
   return "{\"name\": \"" + name + "\", \"key_sha256\": \"" + Sha256Hex(key) + "\"" + extra + "}";
 }
 
@@ -30,12 +31,12 @@ TEST(Sha256HexTest, KnownVectors) {
 }
 
 TEST(TenantsJsonTest, ParsesNamesKeysLimitsAndDatastores) {
-  std::vector<TenantConfig> t = Parse(
-      "{\"tenants\": [" +
-      KeyEntry("team-a", "ka",
-               ", \"max_sessions\": 3, \"max_memory_bytes\": 1000, \"max_concurrent\": 2, "
-               "\"tokens_per_minute\": 600, \"datastores\": [\"wiki\"]") +
-      ", " + KeyEntry("team_b", "kb") + "]}");
+  std::vector<TenantConfig> t =
+      Parse("{\"tenants\": [" +
+            KeyEntry("team-a", "ka",
+                     ", \"max_sessions\": 3, \"max_memory_bytes\": 1000, \"max_concurrent\": 2, "
+                     "\"tokens_per_minute\": 600, \"datastores\": [\"wiki\"]") +
+            ", " + KeyEntry("team_b", "kb") + "]}");
   ASSERT_EQ(t.size(), 2u);
   EXPECT_EQ(t[0].name, "team-a");
   EXPECT_EQ(t[0].key_sha256, Sha256Hex("ka"));
@@ -76,8 +77,7 @@ TEST(TenantsJsonTest, BadFilesNameWhatIsWrong) {
     EXPECT_TRUE(absl::StrContains(t.status().message(), c.expect)) << t.status();
     EXPECT_TRUE(absl::StrContains(t.status().message(), "keys.json")) << t.status();
   }
-  EXPECT_EQ(LoadTenantsFile("/nonexistent/keys.json").status().code(),
-            absl::StatusCode::kNotFound);
+  EXPECT_EQ(LoadTenantsFile("/nonexistent/keys.json").status().code(), absl::StatusCode::kNotFound);
 }
 
 TEST(TenantsTest, AuthenticatesByKeyOnly) {
@@ -92,7 +92,8 @@ TEST(TenantsTest, AuthenticatesByKeyOnly) {
   EXPECT_EQ((*tenants.Authenticate("Bearer key-b"))->name(), "b");
   for (std::optional<absl::string_view> bad :
        {std::optional<absl::string_view>(), std::optional<absl::string_view>("key-a"),
-        std::optional<absl::string_view>("Bearer "), std::optional<absl::string_view>("Basic key-a"),
+        std::optional<absl::string_view>("Bearer "),
+        std::optional<absl::string_view>("Basic key-a"),
         std::optional<absl::string_view>("Bearer key-c"),
         std::optional<absl::string_view>("Bearer " + Sha256Hex("key-a"))}) {
     absl::StatusOr<std::shared_ptr<Tenant>> t = tenants.Authenticate(bad);
@@ -104,30 +105,31 @@ TEST(TenantsTest, AuthenticatesByKeyOnly) {
 
 TEST(TenantsTest, ReloadKeepsUsageAndDropsRemovedKeys) {
   Tenants tenants;
-  ASSERT_TRUE(tenants.Configure(Parse("{\"tenants\": [" +
-                                      KeyEntry("a", "old", ", \"max_concurrent\": 1") + ", " +
-                                      KeyEntry("b", "kb") + "]}"))
-                  .ok());
+  ASSERT_TRUE(
+      tenants
+          .Configure(Parse("{\"tenants\": [" + KeyEntry("a", "old", ", \"max_concurrent\": 1") +
+                           ", " + KeyEntry("b", "kb") + "]}"))
+          .ok());
   std::shared_ptr<Tenant> a = *tenants.Authenticate("Bearer old");
   std::string limit;
   ASSERT_TRUE(a->Admit(absl::Now(), &limit).ok());
   // A bad reload changes nothing.
-  EXPECT_FALSE(tenants.Configure(Parse("{\"tenants\": [" + KeyEntry("a", "x") + ", " +
-                                       KeyEntry("a", "y") + "]}"))
+  EXPECT_FALSE(tenants
+                   .Configure(Parse("{\"tenants\": [" + KeyEntry("a", "x") + ", " +
+                                    KeyEntry("a", "y") + "]}"))
                    .ok());
   EXPECT_TRUE(tenants.Authenticate("Bearer old").ok());
-  EXPECT_FALSE(
-      tenants.Configure(Parse("{\"tenants\": [" + KeyEntry("a", "x") + ", " + KeyEntry("c", "x") +
-                              "]}"))
-          .ok());
+  EXPECT_FALSE(tenants
+                   .Configure(Parse("{\"tenants\": [" + KeyEntry("a", "x") + ", " +
+                                    KeyEntry("c", "x") + "]}"))
+                   .ok());
   // New key for a, b removed.
-  ASSERT_TRUE(tenants.Configure(Parse("{\"tenants\": [" +
-                                      KeyEntry("a", "new", ", \"max_concurrent\": 1") + "]}"))
+  ASSERT_TRUE(tenants
+                  .Configure(Parse("{\"tenants\": [" +
+                                   KeyEntry("a", "new", ", \"max_concurrent\": 1") + "]}"))
                   .ok());
-  EXPECT_EQ(tenants.Authenticate("Bearer old").status().code(),
-            absl::StatusCode::kUnauthenticated);
-  EXPECT_EQ(tenants.Authenticate("Bearer kb").status().code(),
-            absl::StatusCode::kUnauthenticated);
+  EXPECT_EQ(tenants.Authenticate("Bearer old").status().code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_EQ(tenants.Authenticate("Bearer kb").status().code(), absl::StatusCode::kUnauthenticated);
   std::shared_ptr<Tenant> a2 = *tenants.Authenticate("Bearer new");
   EXPECT_EQ(a2.get(), a.get());  // the same live tenant: its call in flight still counts
   absl::Status second = a2->Admit(absl::Now(), &limit);
@@ -148,7 +150,7 @@ TEST(TenantTest, TokensPerMinuteRefillsContinuously) {
   std::string limit;
   ASSERT_TRUE(t.Admit(t0, &limit).ok());
   t.Release();
-  t.Charge(1000, t0);  // overspent by 400
+  t.Charge(1000, t0);                                              // overspent by 400
   absl::Status refused = t.Admit(t0 + absl::Seconds(10), &limit);  // +100: still -300
   EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted);
   EXPECT_EQ(limit, "tokens_per_minute");
