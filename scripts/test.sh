@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Installs, builds and runs every test: the GoogleTest suites and the integration tests
-# (Python end-to-end against the real mnemo-server, runtime-dependency check), all via CTest.
+# (Python end-to-end against the real mnemo-server, runtime-dependency check), all via CTest;
+# then the hardening drill in CI size: the ASan+UBSan build of the parser suites
+# (scripts/sanitize.sh asan --ci).
 # Exits non-zero if anything fails.
 #
 # Environment: MNEMO_BUILD_DIR (default build/), MNEMO_JOBS (default nproc),
-#   MNEMO_CTEST_ARGS (extra ctest arguments, e.g. "-R e2e").
+#   MNEMO_CTEST_ARGS (extra ctest arguments, e.g. "-R e2e"),
+#   MNEMO_HARDENING (1 = run the drills, the default; 0 = CTest only).
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -24,6 +27,29 @@ set -e
 
 # CTest's own summary: "100% tests passed, 0 tests failed out of 42".
 summary="$(grep -E '^[0-9]+% tests passed, [0-9]+ tests? failed out of [0-9]+' "$log" | tail -n1)"
+
+# The drills, each counted as one more test in the last line.
+drills_passed=0
+drills_failed=0
+run_drill() {
+  local name="$1"
+  shift
+  local t0
+  t0=$(date +%s)
+  echo "test: drill $name: $*"
+  if "$@" >"$build_dir/drill-$name.log" 2>&1; then
+    drills_passed=$((drills_passed + 1))
+    echo "test: drill $name passed in $(( $(date +%s) - t0 ))s"
+  else
+    drills_failed=$((drills_failed + 1))
+    tail -n 60 "$build_dir/drill-$name.log"
+    echo "test: drill $name FAILED after $(( $(date +%s) - t0 ))s; log: $build_dir/drill-$name.log"
+    rc=1
+  fi
+}
+if [ "${MNEMO_HARDENING:-1}" != 0 ]; then
+  run_drill asan env MNEMO_JOBS="$jobs" bash "$root/scripts/sanitize.sh" asan --ci
+fi
 elapsed=$(( $(date +%s) - start ))
 if [ "$rc" -eq 0 ] && [ -n "$summary" ]; then
   echo "test: all tests passed in ${elapsed}s"
@@ -35,6 +61,8 @@ fi
 if [ -n "$summary" ]; then
   failed=$(sed -E 's/.* ([0-9]+) tests? failed out of ([0-9]+).*/\1/' <<<"$summary")
   total=$(sed -E 's/.* failed out of ([0-9]+).*/\1/' <<<"$summary")
+  failed=$((failed + drills_failed))
+  total=$((total + drills_passed + drills_failed))
   echo "mnemo: $((total - failed)) passed, $failed failed"
 else
   echo "mnemo: 0 passed, 1 failed"

@@ -92,7 +92,7 @@ RecallPrediction HistoryIndex::Query() const {
     for (const auto& [common, token] : found) {
       if (common != best) continue;
       auto it = std::find_if(out.next.begin(), out.next.end(),
-                             [&](const auto& entry) { return entry.first == token; });
+                             [token = token](const auto& entry) { return entry.first == token; });
       if (it == out.next.end()) {
         out.next.emplace_back(token, 1);
       } else {

@@ -146,9 +146,17 @@ torch::Tensor KnnMemory::SearchExact(const torch::Tensor& queries, int k, const 
 
 namespace {
 
+// Sanitizer builds (scripts/sanitize.sh) compile one version: GCC instruments the clones'
+// ifunc resolver, which the dynamic loader runs before the sanitizer runtime is up (a crash at
+// start-up).
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+#define MNEMO_DOT_CLONES
+#else
+#define MNEMO_DOT_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
+
 // a . b over n floats, sixteen partial sums.
-__attribute__((target_clones("avx512f", "avx2", "default"))) float Dot(const float* a,
-                                                                       const float* b, int64_t n) {
+MNEMO_DOT_CLONES float Dot(const float* a, const float* b, int64_t n) {
   float acc[16] = {};
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) {

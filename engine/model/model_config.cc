@@ -4,7 +4,9 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <string>
+#include <type_traits>
 #include <nlohmann/json.hpp>
 
 #include "absl/status/status.h"
@@ -15,11 +17,38 @@ namespace {
 
 using nlohmann::json;
 
-// Reads `key` into `out` if present; INVALID_ARGUMENT naming the key on a type mismatch.
+// Whether number `value` fits in the integer type T. nlohmann's get<T> converts with a plain
+// cast, which is undefined for a float outside T's range (1e30) and wraps a large integer.
+template <typename T>
+bool FitsIn(const json& value) {
+  if (value.is_number_float()) {
+    // [min, -min): -min = max + 1, a power of two that double holds exactly.
+    const double v = value.get<double>();
+    const double min = static_cast<double>(std::numeric_limits<T>::min());
+    return v >= min && v < -min;
+  }
+  if (value.is_number_unsigned()) {
+    return value.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<T>::max());
+  }
+  if (value.is_number_integer()) {
+    const int64_t v = value.get<int64_t>();
+    return v >= std::numeric_limits<T>::min() && v <= std::numeric_limits<T>::max();
+  }
+  return true;  // not a number: get<T> throws the type error
+}
+
+// Reads `key` into `out` if present; INVALID_ARGUMENT naming the key on a type mismatch or, for
+// an integer field, a number outside its range.
 template <typename T>
 absl::Status Read(const json& j, const char* key, T& out) {
   auto it = j.find(key);
   if (it == j.end() || it->is_null()) return absl::OkStatus();
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+    if (!FitsIn<T>(*it)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("config.json: field '", key, "' is out of range: ", it->dump()));
+    }
+  }
   try {
     out = it->get<T>();
   } catch (const json::exception& e) {
@@ -104,6 +133,12 @@ absl::Status ValidateModelConfig(const ModelConfig& c) {
     return s;
   if (auto s = Check(c.knn_topk > 0, "knn_topk must be > 0"); !s.ok()) return s;
   if (auto s = Check(c.knn_mem_len >= 0, "knn_mem_len must be >= 0"); !s.ok()) return s;
+  // (A value beyond float's range reads as infinity, which ModelConfigToJson would write as
+  // null.)
+  if (auto s = Check(c.layer_norm_eps >= 0.0f && std::isfinite(c.layer_norm_eps),
+                     "layer_norm_eps must be finite and >= 0");
+      !s.ok())
+    return s;
   if (auto s = Check(c.exit_threshold >= 0.0f && std::isfinite(c.exit_threshold),
                      "exit_threshold must be finite and >= 0 (1.0 = never exit)");
       !s.ok())
@@ -171,9 +206,11 @@ void ModelConfig::SetExitThreshold(ExitMeasure measure, float threshold) {
 int ModelConfig::MaxDistance() const {
   // Raw keys: up to mem_len back. Compressed slots: the oldest visible slot's last position
   // is at most mem_len + cmem_rate * (cmem_len + 1) back.
-  const int raw = mem_len;
-  const int compressed = cmem_len > 0 ? mem_len + cmem_rate * (cmem_len + 1) : 0;
-  return std::min(clamp_len, std::max(raw, compressed));
+  // In 64 bits: a validated config bounds none of these from above.
+  const int64_t raw = mem_len;
+  const int64_t compressed =
+      cmem_len > 0 ? mem_len + int64_t{cmem_rate} * (int64_t{cmem_len} + 1) : 0;
+  return static_cast<int>(std::min<int64_t>(clamp_len, std::max(raw, compressed)));
 }
 
 absl::Status ParseExitSettings(const std::string& json_text, ModelConfig& config) {
@@ -219,7 +256,10 @@ absl::StatusOr<ModelConfig> ParseModelConfig(const std::string& json_text) {
   }
   if (absl::Status s = ReadExitFields(j, c); !s.ok()) return s;
   if (c.n_heads > 0 && c.d_head == 0) c.d_head = c.d_model / c.n_heads;
-  if (c.d_ff == 0) c.d_ff = 4 * c.d_model;
+  // (Left 0, for ValidateModelConfig to refuse, when 4 * d_model does not fit.)
+  if (c.d_ff == 0 && c.d_model > 0 && c.d_model <= std::numeric_limits<int>::max() / 4) {
+    c.d_ff = 4 * c.d_model;
+  }
   absl::StatusOr<Compression> parsed = ParseCompression(compression);
   if (!parsed.ok()) return absl::InvalidArgumentError(absl::StrCat("config.json: ", parsed.status().message()));
   c.compression = *parsed;

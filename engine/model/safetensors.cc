@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -44,6 +45,14 @@ const DType* FindDType(torch::ScalarType type) {
     if (type == d.type) return &d;
   }
   return nullptr;
+}
+
+// Whether `list` is an array of integers (of non-negative ones when `unsigned_only`).
+bool AllIntegers(const json& list, bool unsigned_only) {
+  if (!list.is_array()) return false;
+  return std::all_of(list.begin(), list.end(), [&](const json& v) {
+    return unsigned_only ? v.is_number_unsigned() : v.is_number_integer();
+  });
 }
 
 
@@ -111,6 +120,13 @@ absl::StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(const std
       Entry entry;
       entry.dtype = dtype->type;
       entry.dtype_name = dtype->name;
+      // Integers only: nlohmann turns a number like 1e30 into an integer with a cast that is
+      // undefined outside the integer's range.
+      if (!AllIntegers(value.at("shape"), /*unsigned_only=*/false) ||
+          !AllIntegers(value.at("data_offsets"), /*unsigned_only=*/true)) {
+        return absl::DataLossError(absl::StrCat(where, " has a shape or data offsets that are "
+                                                       "not lists of integers"));
+      }
       entry.shape = value.at("shape").get<std::vector<int64_t>>();
       const auto offsets = value.at("data_offsets").get<std::vector<uint64_t>>();
       if (offsets.size() != 2 || offsets[0] > offsets[1] || offsets[1] > data_size) {
@@ -119,16 +135,19 @@ absl::StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(const std
                                                 " outside the data region of ", data_size,
                                                 " bytes (truncated file?)"));
       }
-      uint64_t numel = 1;
+      // Checked for overflow: a shape whose size wraps around to the span would pass.
+      uint64_t numel = 1, bytes = 0;
+      bool overflow = false;
       for (int64_t dim : entry.shape) {
         if (dim < 0) return absl::DataLossError(absl::StrCat(where, " has a negative dimension"));
-        numel *= static_cast<uint64_t>(dim);
+        overflow |= __builtin_mul_overflow(numel, static_cast<uint64_t>(dim), &numel);
       }
-      if (numel * dtype->bytes != offsets[1] - offsets[0]) {
-        return absl::DataLossError(absl::StrCat(where, " of shape ", util::ShapeString(entry.shape),
-                                                " and dtype ", dtype->name, " needs ",
-                                                numel * dtype->bytes, " bytes but spans ",
-                                                offsets[1] - offsets[0]));
+      overflow |= __builtin_mul_overflow(numel, dtype->bytes, &bytes);
+      if (overflow || bytes != offsets[1] - offsets[0]) {
+        return absl::DataLossError(absl::StrCat(
+            where, " of shape ", util::ShapeString(entry.shape), " and dtype ", dtype->name,
+            " needs ", overflow ? "more than 2^64" : absl::StrCat(bytes), " bytes but spans ",
+            offsets[1] - offsets[0]));
       }
       entry.begin = offsets[0];
       entry.end = offsets[1];
@@ -152,7 +171,10 @@ absl::StatusOr<torch::Tensor> SafetensorsFile::ReadFloat(const std::string& name
   const Entry& e = it->second;
   // The mapping is read-only and may be unaligned for the dtype: copy the bytes out first.
   torch::Tensor raw = torch::empty({static_cast<int64_t>(e.end - e.begin)}, torch::kUInt8);
-  std::memcpy(raw.data_ptr<uint8_t>(), base_ + data_offset_ + e.begin, e.end - e.begin);
+  // (An empty tensor has no data pointer to copy to.)
+  if (e.end > e.begin) {
+    std::memcpy(raw.data_ptr<uint8_t>(), base_ + data_offset_ + e.begin, e.end - e.begin);
+  }
   torch::Tensor typed = raw.view(e.dtype).reshape(e.shape);
   return typed.to(torch::kFloat32);
 }

@@ -1,5 +1,6 @@
 #include "engine/tokenizer/hf_tokenizer_json.h"
 
+#include <cstdint>
 #include <utility>
 #include <vector>
 
@@ -12,6 +13,13 @@ namespace mnemo::tokenizer {
 namespace {
 
 using Json = nlohmann::json;
+
+// Token ids (vocabulary and added tokens) must lie in [0, this). The largest real vocabularies
+// have ~256K entries; the tokenizer keeps tables indexed by id, which an id of 2^31 - 1 would
+// make tens of gigabytes (and whose size, id + 1, would overflow an int).
+constexpr int64_t kMaxTokenIds = int64_t{1} << 21;
+// Leading spaces a Strip decoder may drop: real files strip 1.
+constexpr uint64_t kMaxStrip = 64;
 
 // Builds "PATH: FIELD: problem" errors for one file.
 class Where {
@@ -225,6 +233,10 @@ absl::Status ParseDecoder(const Json& json, const Where& where, const std::strin
       return where.Unsupported(field, "Strip (other than of leading spaces after Fuse)",
                                kSupported);
     }
+    if (start.get<uint64_t>() > kMaxStrip) {
+      return where.Invalid(absl::StrCat(field, ".start"),
+                           absl::StrCat("more than ", kMaxStrip, " spaces"));
+    }
     out.leading_spaces_dropped += start.get<int>();
   } else if (type == "Metaspace") {
     MNEMO_ASSIGN_OR_RETURN(std::string replacement, GetString(json, "replacement", where, field));
@@ -322,6 +334,10 @@ absl::Status ParseModel(const Json& json, const Where& where, BpeConfig& config)
       return where.Invalid("model.vocab",
                            absl::StrCat("the id of \"", it.key(), "\" is not an integer"));
     }
+    if (const int64_t id = it.value().get<int64_t>(); id < 0 || id >= kMaxTokenIds) {
+      return where.Invalid("model.vocab", absl::StrCat("the id of \"", it.key(),
+                                                       "\" is outside [0, ", kMaxTokenIds, ")"));
+    }
     config.vocab.emplace_back(it.key(), it.value().get<int>());
   }
   const Json& merges = Member(json, "merges");
@@ -378,6 +394,10 @@ absl::Status ParseAddedTokens(const Json& json, const Where& where, std::vector<
     const Json& id = Member(token, "id");
     if (!id.is_number_integer())
       return where.Invalid(absl::StrCat(field, ".id"), "missing or not an integer");
+    if (id.get<int64_t>() < 0 || id.get<int64_t>() >= kMaxTokenIds) {
+      return where.Invalid(absl::StrCat(field, ".id"),
+                           absl::StrCat("outside [0, ", kMaxTokenIds, ")"));
+    }
     added.id = id.get<int>();
     MNEMO_ASSIGN_OR_RETURN(added.content, GetString(token, "content", where, field));
     MNEMO_ASSIGN_OR_RETURN(added.special, GetBool(token, "special", false, where, field));

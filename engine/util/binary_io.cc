@@ -41,6 +41,27 @@ __attribute__((target("sse4.2"))) uint32_t Crc32cSse42(absl::string_view data, u
 
 constexpr int kMaxDims = 8;
 
+// The dtypes a file may hold: plain numbers, whose bytes are numel x elementSize. The others
+// below NumOptions are refused: LibTorch throws for Undefined's size, and packs the sub-byte
+// quantized types into fewer bytes than that, so reading one would overrun its tensor.
+bool PlainDtype(torch::ScalarType dtype) {
+  switch (dtype) {
+    case torch::kUInt8:
+    case torch::kInt8:
+    case torch::kInt16:
+    case torch::kInt32:
+    case torch::kInt64:
+    case torch::kFloat16:
+    case torch::kBFloat16:
+    case torch::kFloat32:
+    case torch::kFloat64:
+    case torch::kBool:
+      return true;
+    default:
+      return false;
+  }
+}
+
 std::string ShapeString(absl::Span<const int64_t> shape) {
   std::string out = "[";
   for (size_t i = 0; i < shape.size(); ++i) absl::StrAppend(&out, i > 0 ? ", " : "", shape[i]);
@@ -156,15 +177,22 @@ absl::StatusOr<TensorHeader> ReadTensorHeader(BinaryReader& r, absl::string_view
   absl::StatusOr<uint8_t> dtype = r.U8(what);
   absl::StatusOr<uint8_t> dims = dtype.ok() ? r.U8(what) : dtype;
   if (!dims.ok()) return dims.status();
-  if (*dtype >= static_cast<uint8_t>(torch::ScalarType::NumOptions) || *dims > kMaxDims) {
+  if (*dtype >= static_cast<uint8_t>(torch::ScalarType::NumOptions) ||
+      !PlainDtype(static_cast<torch::ScalarType>(*dtype)) || *dims > kMaxDims) {
     return absl::DataLossError(absl::StrCat(what, ": bad tensor dtype or rank"));
   }
   h.dtype = static_cast<torch::ScalarType>(*dtype);
+  bool overflow = false;
   for (int i = 0; i < *dims; ++i) {
     absl::StatusOr<int64_t> d = r.Count(what, int64_t{1} << 40);
     if (!d.ok()) return d.status();
     h.shape.push_back(*d);
-    h.numel *= *d;
+    overflow |= __builtin_mul_overflow(h.numel, *d, &h.numel);
+  }
+  // Dimensions of up to 2^40 each: their product may not fit (it is no real tensor then).
+  if (overflow) {
+    return absl::DataLossError(absl::StrCat(what, ": a tensor of ", ShapeString(h.shape),
+                                            " has more than 2^63 elements"));
   }
   return h;
 }

@@ -1,8 +1,11 @@
 #include "engine/model/hf/hf_config.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <type_traits>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -17,11 +20,37 @@ absl::Status Bad(const std::string& message) {
   return absl::InvalidArgumentError(absl::StrCat("config.json: ", message));
 }
 
-// Field `key` of `j` (absent or null: `fallback`); INVALID_ARGUMENT naming it on a wrong type.
+// Whether number `value` fits in the integer type T. nlohmann's get<T> converts with a plain
+// cast, which is undefined for a float outside T's range (1e30) and wraps a large integer.
+template <typename T>
+bool FitsIn(const json& value) {
+  if (value.is_number_float()) {
+    // [min, -min): -min = max + 1, a power of two that double holds exactly.
+    const double v = value.get<double>();
+    const double min = static_cast<double>(std::numeric_limits<T>::min());
+    return v >= min && v < -min;
+  }
+  if (value.is_number_unsigned()) {
+    return value.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<T>::max());
+  }
+  if (value.is_number_integer()) {
+    const int64_t v = value.get<int64_t>();
+    return v >= std::numeric_limits<T>::min() && v <= std::numeric_limits<T>::max();
+  }
+  return true;  // not a number: get<T> throws the type error
+}
+
+// Field `key` of `j` (absent or null: `fallback`); INVALID_ARGUMENT naming it on a wrong type
+// or, for an integer field, a number outside its range.
 template <typename T>
 absl::StatusOr<T> Get(const json& j, const std::string& key, T fallback) {
   auto it = j.find(key);
   if (it == j.end() || it->is_null()) return fallback;
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+    if (!FitsIn<T>(*it)) {
+      return Bad(absl::StrCat("field '", key, "' is out of range (", it->dump(), ")"));
+    }
+  }
   try {
     return it->get<T>();
   } catch (const json::exception& e) {
@@ -160,8 +189,11 @@ absl::Status ReadGpt2(const json& j, ModelConfig& c) {
   if (c.d_model % c.n_heads != 0) return Bad("n_embd must be a multiple of n_head");
   c.d_head = c.d_model / c.n_heads;
   d.n_kv_heads = c.n_heads;
-  MNEMO_ASSIGN_OR_RETURN(c.d_ff, Get<int>(j, "n_inner", 4 * c.d_model));
-  if (c.d_ff <= 0) return Bad("n_inner must be > 0");
+  // n_embd is at most 2^30 (Positive), so the default 4 * n_embd needs 64 bits.
+  int64_t inner = 0;
+  MNEMO_ASSIGN_OR_RETURN(inner, Get<int64_t>(j, "n_inner", int64_t{4} * c.d_model));
+  if (inner <= 0 || inner > (1 << 30)) return Bad("n_inner must be in [1, 2^30]");
+  c.d_ff = static_cast<int>(inner);
   MNEMO_ASSIGN_OR_RETURN(d.max_positions, Positive(j, "n_positions"));
   double eps = 1e-5;
   MNEMO_ASSIGN_OR_RETURN(eps, Get<double>(j, "layer_norm_epsilon", 1e-5));

@@ -185,7 +185,8 @@ TEST(HfTokenizerTest, SentencePieceLibraryPathGivesTheLibrarysIds) {
     EXPECT_EQ(tokenizer->eos_id(), 2);
     EXPECT_TRUE(tokenizer->IsSpecial(1));
     EXPECT_FALSE(tokenizer->IsSpecial(100));
-    for (const Json& entry : Reference(name)["texts"]) {
+    const Json reference = Reference(name);  // the loop below must not outlive it
+    for (const Json& entry : reference["texts"]) {
       const std::string text = entry["text"];
       SCOPED_TRACE(text.substr(0, 40));
       const std::vector<int> ids = entry["sentencepiece_ids"];
@@ -336,7 +337,8 @@ TEST(HfTokenizerTest, LegacyPrependNormalizerMatchesLibSentencePiece) {
   std::shared_ptr<const Tokenizer> tokenizer = Load(dir);
   ASSERT_NE(tokenizer, nullptr);
   EXPECT_EQ(tokenizer->name(), "sentencepiece-bpe");
-  for (const Json& entry : Reference("llama")["texts"]) {
+  const Json reference = Reference("llama");  // the loop below must not outlive it
+  for (const Json& entry : reference["texts"]) {
     const std::string text = entry["text"];
     SCOPED_TRACE(text.substr(0, 40));
     const std::vector<int> ids = tokenizer->Encode(text);
