@@ -11,31 +11,12 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "engine/model/json_number.h"
 
 namespace mnemo::model {
 namespace {
 
 using nlohmann::json;
-
-// Whether number `value` fits in the integer type T. nlohmann's get<T> converts with a plain
-// cast, which is undefined for a float outside T's range (1e30) and wraps a large integer.
-template <typename T>
-bool FitsIn(const json& value) {
-  if (value.is_number_float()) {
-    // [min, -min): -min = max + 1, a power of two that double holds exactly.
-    const double v = value.get<double>();
-    const double min = static_cast<double>(std::numeric_limits<T>::min());
-    return v >= min && v < -min;
-  }
-  if (value.is_number_unsigned()) {
-    return value.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<T>::max());
-  }
-  if (value.is_number_integer()) {
-    const int64_t v = value.get<int64_t>();
-    return v >= std::numeric_limits<T>::min() && v <= std::numeric_limits<T>::max();
-  }
-  return true;  // not a number: get<T> throws the type error
-}
 
 // Reads `key` into `out` if present; INVALID_ARGUMENT naming the key on a type mismatch or, for
 // an integer field, a number outside its range.
