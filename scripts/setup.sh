@@ -20,6 +20,8 @@ PACKAGES=(
   python3-yaml nginx-light
   # TLS and API keys (OpenSSL's SHA-256; openssl makes the tests' certificates)
   libssl-dev openssl
+  # Fuzz targets (scripts/fuzz.sh): clang, lld, libFuzzer and the sanitizer runtimes
+  clang lld libclang-rt-14-dev
   # Tools used by tests and docs
   prometheus curl gnuplot-nox
 )

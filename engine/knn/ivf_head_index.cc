@@ -10,6 +10,7 @@
 #include <faiss/invlists/InvertedLists.h>
 
 #include <algorithm>
+#include <cstring>
 #include <exception>
 #include <vector>
 
@@ -21,6 +22,15 @@ namespace {
 
 // Rows per coarse-assignment product: keeps the [rows, nlist] score block near 16 MB.
 int64_t AssignChunk(int64_t nlist) { return std::max<int64_t>(1, (int64_t{1} << 22) / nlist); }
+
+// An index's metric as FAISS read it from a blob: any 32-bit value, so it is copied out as an
+// int (loading a value outside faiss::MetricType's enumerators as the enum is undefined).
+int MetricOf(const faiss::Index& index) {
+  int metric = 0;
+  static_assert(sizeof(metric) == sizeof(index.metric_type));
+  std::memcpy(&metric, &index.metric_type, sizeof(metric));
+  return metric;
+}
 
 // Spherical k-means of x [n, d] (n >= nlist) into nlist unit centroids [nlist, d]. FAISS samples
 // at most train_points_per_list * nlist of the points.
@@ -91,7 +101,11 @@ absl::StatusOr<std::unique_ptr<IvfHeadIndex>> IvfHeadIndex::Deserialize(const st
   }
   auto* ivf = dynamic_cast<faiss::IndexIVFFlat*>(index.get());
   auto* quantizer = ivf != nullptr ? dynamic_cast<faiss::IndexFlatIP*>(ivf->quantizer) : nullptr;
-  if (quantizer == nullptr ||
+  // The metrics too: FAISS makes the quantizer's class from the blob's tag but takes its metric
+  // from a later field, and Serialize would write a flat index of another metric under another
+  // tag, which this check then refuses (a session that imports must export again).
+  if (quantizer == nullptr || MetricOf(*quantizer) != faiss::METRIC_INNER_PRODUCT ||
+      MetricOf(*ivf) != faiss::METRIC_INNER_PRODUCT ||
       dynamic_cast<faiss::ArrayInvertedLists*>(ivf->invlists) == nullptr) {
     return absl::DataLossError("IVF index: not an inner-product IndexIVFFlat with array lists");
   }
@@ -200,6 +214,8 @@ void IvfHeadIndex::Search(int64_t n, const float* queries, int64_t k, const int6
 int64_t IvfHeadIndex::size() const { return index_->ntotal; }
 
 int IvfHeadIndex::nlist() const { return static_cast<int>(index_->nlist); }
+
+int IvfHeadIndex::dim() const { return static_cast<int>(index_->d); }
 
 int64_t IvfHeadIndex::bytes() const {
   int64_t total = 0;

@@ -86,6 +86,7 @@ class IvfHeadIndex {
 
   int64_t size() const;    // entries held (including ones not yet evicted)
   int nlist() const;
+  int dim() const;         // d, the keys' dimension
   int64_t bytes() const;   // list codes + ids (allocated) + centroids, both copies
 
  private:

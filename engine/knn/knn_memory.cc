@@ -279,9 +279,14 @@ absl::Status KnnMemory::ReadFrom(util::BinaryReader& in) {
   MNEMO_ASSIGN_OR_RETURN(const int64_t cursor, in.I64("kNN memory evict_cursor"));
   MNEMO_ASSIGN_OR_RETURN(torch::Tensor keys, in.NewTensor("kNN memory keys"));
   MNEMO_ASSIGN_OR_RETURN(torch::Tensor values, in.NewTensor("kNN memory values"));
+  // The eviction state as EvictFromIvf keeps it (its cursor indexes a list, and is an int).
+  if (next < config_.first_position || sweep < 1 ||
+      sweep > std::max<int64_t>(1, config_.capacity) || credit < 0 || credit >= sweep ||
+      cursor < 0 || cursor >= std::max(1, config_.nlist)) {
+    return absl::DataLossError("kNN memory: inconsistent positions or eviction state");
+  }
   const int64_t held = std::min(next - config_.first_position, config_.capacity);
-  if (next < config_.first_position || sweep < 1 || credit < 0 || cursor < 0 ||
-      !keys.defined() || !values.defined() || keys.scalar_type() != torch::kFloat32 ||
+  if (!keys.defined() || !values.defined() || keys.scalar_type() != torch::kFloat32 ||
       keys.dim() != 3 || keys.size(0) != config_.heads || keys.size(2) != config_.dim ||
       keys.size(1) < held || keys.size(1) > config_.capacity ||
       !values.sizes().equals(keys.sizes()) || values.scalar_type() != torch::kFloat32) {
@@ -296,6 +301,12 @@ absl::Status KnnMemory::ReadFrom(util::BinaryReader& in) {
     MNEMO_ASSIGN_OR_RETURN(std::string bytes, in.Bytes("kNN memory IVF index"));
     MNEMO_ASSIGN_OR_RETURN(std::unique_ptr<IvfHeadIndex> index,
                            IvfHeadIndex::Deserialize(bytes));
+    // Searches assign queries of config_.dim to its centroids; eviction walks config_.nlist.
+    if (index->nlist() != config_.nlist || index->dim() != config_.dim) {
+      return absl::DataLossError(absl::StrCat("kNN memory: an IVF index of ", index->nlist(),
+                                              " lists of dimension ", index->dim(), ", not ",
+                                              config_.nlist, " of ", config_.dim));
+    }
     ivf.push_back(std::move(index));
   }
   keys_ = std::move(keys);

@@ -5,6 +5,7 @@
 // Delta: the counters and slot maps in full (a few KB), then only the ring slots whose slot map
 // entry changed since the mark (every ring write commits a new position or group to its slot),
 // the sink rings while they are still filling, and the kNN entries appended since the mark.
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <type_traits>
@@ -49,6 +50,30 @@ absl::Status ReadSameLength(util::BinaryReader& in, std::vector<int64_t>& into,
                      into.size(), " (saved with other memory options or another model)"));
   }
   into = std::move(values);
+  return absl::OkStatus();
+}
+
+// Positions a memory can have reached. The planner computes with them (p + length, g * rate),
+// so a file's counters and slot maps are bounded by it before they are used.
+constexpr int64_t kMaxPosition = int64_t{1} << 62;
+
+// DATA_LOSS unless the counters and slot maps describe a memory that was fed `next` positions:
+// raw slots empty (-1) or holding an earlier position, compressed slots empty or a group of
+// earlier positions, rows starting at fed positions.
+absl::Status CheckPositions(int64_t next, int64_t planned, int64_t rate,
+                            const std::vector<int64_t>& raw_positions,
+                            const std::vector<int64_t>& cmp_groups,
+                            const std::vector<int64_t>& row_starts, absl::string_view what) {
+  const auto within = [](const std::vector<int64_t>& values, int64_t lo, int64_t hi) {
+    return std::all_of(values.begin(), values.end(),
+                       [&](int64_t v) { return v >= lo && v <= hi; });
+  };
+  if (next < 0 || planned < next || planned > kMaxPosition ||
+      !within(raw_positions, -1, next - 1) ||
+      !within(cmp_groups, -1, next / std::max<int64_t>(rate, 1)) ||
+      !within(row_starts, 0, next)) {
+    return absl::DataLossError(absl::StrCat(what, ": positions beyond the ", next, " fed"));
+  }
   return absl::OkStatus();
 }
 
@@ -111,6 +136,20 @@ absl::Status SessionMemory::ReadFrom(util::BinaryReader& in) {
   });
   if (status.ok() && planned_end_ < next_position_) {
     status = absl::DataLossError("memory: planned_end before next_position");
+  }
+  if (status.ok()) {
+    status = CheckPositions(next_position_, planned_end_, shape_.cmem_rate, raw_positions_,
+                            cmp_groups_, row_starts_, "memory");
+  }
+  // Every position fed appended one entry to the kNN store (a memory worth keeping is not torn),
+  // and the next write checks that they agree.
+  for (const LayerMemory& layer : layers_) {
+    if (status.ok() && layer.knn_store_ != nullptr &&
+        layer.knn_store_->next_position() != next_position_) {
+      status = absl::DataLossError(absl::StrCat("memory: the kNN store is at position ",
+                                                layer.knn_store_->next_position(),
+                                                ", the memory at ", next_position_));
+    }
   }
   return status;
 }
@@ -201,6 +240,8 @@ absl::Status SessionMemory::ApplyDelta(util::BinaryReader& in) {
   MNEMO_RETURN_IF_ERROR(ReadSameLength(in, row_starts, "delta row_starts"));
   MNEMO_RETURN_IF_ERROR(ReadSameLength(in, raw_positions, "delta raw_positions"));
   MNEMO_RETURN_IF_ERROR(ReadSameLength(in, cmp_groups, "delta cmp_groups"));
+  MNEMO_RETURN_IF_ERROR(CheckPositions(next, planned, shape_.cmem_rate, raw_positions,
+                                       cmp_groups, row_starts, "delta"));
   MNEMO_ASSIGN_OR_RETURN(std::vector<int64_t> raw, in.I64s("delta raw slots"));
   MNEMO_ASSIGN_OR_RETURN(std::vector<int64_t> cmp, in.I64s("delta compressed slots"));
   for (int64_t slot : raw) {
@@ -261,8 +302,9 @@ absl::Status SessionMemory::ApplyDelta(util::BinaryReader& in) {
       MNEMO_ASSIGN_OR_RETURN(torch::Tensor keys, in.NewTensor(what));
       MNEMO_ASSIGN_OR_RETURN(torch::Tensor values, in.NewTensor(what));
       MNEMO_ASSIGN_OR_RETURN(std::vector<int64_t> lists, in.I64s(what));
+      // One entry per position fed since the mark (see ReadFrom).
       if (!keys.defined() || !values.defined() || keys.dim() != 3 ||
-          !values.sizes().equals(keys.sizes())) {
+          !values.sizes().equals(keys.sizes()) || keys.size(0) != next - next_position_) {
         return absl::DataLossError(absl::StrCat("delta ", what, ": bad entries"));
       }
       appends.push_back({layer.knn_store_.get(), std::move(keys), std::move(values),
