@@ -33,38 +33,6 @@ engine::Engine::SessionDone SessionReply(std::shared_ptr<Call> call,
 
 }  // namespace
 
-void CheckSessionQuota(std::shared_ptr<Call> call, std::function<void(absl::Status)> then) {
-  const Tenant* tenant = call->tenant();
-  const TenantLimits limits = tenant != nullptr ? tenant->config().limits : TenantLimits();
-  if (limits.max_sessions <= 0 && limits.max_memory_bytes <= 0) return then(absl::OkStatus());
-  engine::Engine* engine = call->engine();
-  engine->ListSessions([call = std::move(call), limits, then = std::move(then)](
-                           absl::StatusOr<std::vector<engine::SessionInfo>> sessions) {
-    if (!sessions.ok()) return then(sessions.status());
-    int64_t count = 0, bytes = 0;
-    for (const engine::SessionInfo& s : *sessions) {
-      if (!call->OwnsSession(s.session_id)) continue;
-      ++count;
-      bytes += s.memory.bytes;
-    }
-    const std::string& name = call->tenant()->name();
-    if (limits.max_sessions > 0 && count >= limits.max_sessions) {
-      return then(call->LimitError(
-          "max_sessions",
-          absl::StrCat("tenant '", name, "' is at its limit max_sessions = ", limits.max_sessions,
-                       " live sessions; delete one or wait for one to expire")));
-    }
-    if (limits.max_memory_bytes > 0 && bytes >= limits.max_memory_bytes) {
-      return then(call->LimitError(
-          "max_memory_bytes",
-          absl::StrCat("tenant '", name,
-                       "' is at its limit max_memory_bytes = ", limits.max_memory_bytes,
-                       " (its live sessions hold ", bytes, " bytes); delete a session first")));
-    }
-    then(absl::OkStatus());
-  });
-}
-
 grpc::ServerUnaryReactor* SessionsService::CreateSession(grpc::CallbackServerContext* context,
                                                          const grpc::ByteBuffer* request,
                                                          grpc::ByteBuffer* response) {
