@@ -13,6 +13,7 @@
 #include "engine/model/model.h"
 #include "engine/scheduler/datastore_info.h"
 #include "engine/scheduler/scheduler.h"
+#include "engine/scheduler/thread_plan.h"
 #include "engine/tokenizer/decode_stream.h"
 #include "engine/tokenizer/utf8.h"
 #include "engine/util/status_macros.h"
@@ -65,9 +66,10 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& confi
   if (config.threads < 0) {
     return absl::InvalidArgumentError(absl::StrCat("threads must be >= 0, got ", config.threads));
   }
-  if (config.prefill_threads < 0) {
+  if (config.prefill_threads < -1 || config.decode_threads < 0) {
     return absl::InvalidArgumentError(
-        absl::StrCat("prefill_threads must be >= 0, got ", config.prefill_threads));
+        absl::StrCat("prefill_threads must be >= -1 and decode_threads >= 0, got ",
+                     config.prefill_threads, " and ", config.decode_threads));
   }
   if (config.max_sessions <= 0 || config.max_waiting <= 0 || config.max_running <= 0 ||
       config.max_prefill_tokens < 0 || config.max_new_tokens_cap <= 0 ||
@@ -140,11 +142,16 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& confi
   sc.max_waiting = config.max_waiting;
   sc.max_running = config.max_running;
   sc.batch_decode = config.batch_decode;
-  sc.decode_threads = config.decode_threads > 0
-                          ? config.decode_threads
-                          : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  EngineConfig resolved = config;  // config() reports the thread counts chosen
+  const int64_t bytes_per_weight = weight_dtype == torch::kFloat32 ? 4 : 2;
+  const scheduler::ThreadPlan threads = scheduler::ResolveThreadPlan(
+      model->ParameterCount() * bytes_per_weight, cores, config.decode_threads,
+      config.prefill_threads);
+  resolved.decode_threads = threads.decode_threads;
+  resolved.prefill_threads = threads.prefill_threads;
+  sc.decode_threads = threads.decode_threads;
   sc.max_prefill_tokens = config.max_prefill_tokens;
-  sc.prefill_threads = config.prefill_threads;
+  sc.prefill_threads = threads.prefill_threads;
   sc.decode_batch_observer = config.decode_batch_observer;
   sc.sessions.max_sessions = config.max_sessions;
   sc.sessions.ttl = config.session_ttl;
@@ -169,7 +176,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const EngineConfig& confi
   }
   auto scheduler = std::make_unique<scheduler::Scheduler>(std::move(sc), std::move(model));
   return std::unique_ptr<Engine>(
-      new Engine(config, std::move(info), std::move(tokenizer), std::move(datastores),
+      new Engine(std::move(resolved), std::move(info), std::move(tokenizer), std::move(datastores),
                  std::move(scheduler)));
 }
 

@@ -48,15 +48,18 @@ struct EngineConfig {
   int max_waiting = 1024;               // queued requests; beyond it RESOURCE_EXHAUSTED
   int max_running = 64;                 // requests advanced together; more wait (max_waiting)
   bool batch_decode = true;             // one batched decode step per iteration (see Scheduler)
-  // Threads a batched decode step's rows are split across (model::ParallelDecoder); 0 = the
-  // cores (std::thread::hardware_concurrency).
+  // Threads a batched decode step's rows are split across (model::ParallelDecoder), each shard
+  // on one core; 1 = one step whose large products split their columns over `threads`. 0 = by
+  // the weights a decode step streams (scheduler/thread_plan.h): the cores for a cache-resident
+  // model like the bundled one, 1 for a large one. config() reports the number chosen.
   int decode_threads = 0;
   // OpenMP threads for prefill (prompt, Score and datastore chunks of <= seg_len tokens) on the
-  // loop thread; 0 = `threads`. Default 1: waking a second thread for each of a chunk's ~100
-  // ops costs more than it saves on small chunks (bundled model, 2 cores: a 64-token prompt
-  // 10.5 ms on one thread vs 15.8 ms on two; 256 tokens 50.0 vs 48.9 ms), and with the
-  // decode shards on the other cores a second prefill thread only competes with them.
-  int prefill_threads = 1;
+  // loop thread; 0 = `threads`; -1 = by the model (thread_plan.h): 1 for a small one (waking a
+  // second thread for each of a chunk's ~100 ops costs more than it saves on small chunks:
+  // bundled model, 2 cores, a 64-token prompt 10.5 ms on one thread vs 15.8 ms on two; 256
+  // tokens 50.0 vs 48.9 ms; and a second prefill thread competes with the decode shards),
+  // `threads` for a large one.
+  int prefill_threads = -1;
   int max_prefill_tokens = 512;         // prefill tokens per iteration beyond the first chunk
   // Called (on the loop thread, must not block) with the row count of every batched decode
   // step; may be empty.

@@ -44,11 +44,12 @@ ABSL_FLAG(bool, batch_decode, true,
           "(false: one stream at a time, for comparison).");
 ABSL_FLAG(int, decode_threads, 0,
           "Threads a batched decode step's streams are split across, each decoding its share "
-          "on one core; 0 = number of cores, 1 = one step with LibTorch's intra-op threads.");
-ABSL_FLAG(int, prefill_threads, 1,
+          "on one core; 1 = one step whose large products split over --threads; 0 = by the "
+          "model: the cores when its weights are <= 64 MiB (the bundled model), else 1.");
+ABSL_FLAG(int, prefill_threads, -1,
           "OpenMP threads for prompt prefill (and Score / datastore chunks) on the engine's loop "
-          "thread; 0 = --threads. 1 is fastest for the bundled model on 2 cores (see "
-          "docs/results/batching.md).");
+          "thread; 0 = --threads; -1 = by the model: 1 when its weights are <= 64 MiB (fastest "
+          "for the bundled model on 2 cores, docs/results/batching.md), else --threads.");
 ABSL_FLAG(int, max_prefill_tokens, 512,
           "Prompt/Score tokens processed per iteration beyond the first segment, so decoding "
           "streams are not stalled behind many new prompts.");
@@ -294,9 +295,12 @@ int main(int argc, char** argv) {
   }
   std::fprintf(stderr,
                "mnemo-server: serving model %s (%d layers, d_model %d, %s, weights %s, "
-               "attention memory %s) on %s (port %d%s%s), metrics on %s\n",
+               "attention memory %s, decode threads %d, prefill threads %d) on %s (port %d%s%s), "
+               "metrics on %s\n",
                model.name.c_str(), model.layers, model.d_model, model.device.c_str(),
                config.weight_dtype.c_str(), config.kv_dtype.c_str(),
+               (*server)->engine()->config().decode_threads,
+               (*server)->engine()->config().prefill_threads,
                options.listen.c_str(), (*server)->port(),
                options.tls_cert_file.empty() ? ", plaintext"
                : options.tls_client_ca_file.empty() ? ", TLS" : ", mutual TLS",

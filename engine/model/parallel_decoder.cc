@@ -88,7 +88,9 @@ absl::StatusOr<DecodeBatchResult> ParallelDecoder::Step(absl::Span<const DecodeR
   const int shards = ShardsFor(static_cast<int64_t>(rows.size()));
   if (shards == 1) {
     // With threads > 1 this object owns the parallelism: one shard runs on one thread too
-    // (a lone decode row gains nothing from LibTorch's intra-op threads but their wake-ups).
+    // (a lone row of a cache-resident model gains nothing from LibTorch's intra-op threads but
+    // their wake-ups). A large model runs with threads = 1 (scheduler/thread_plan.h), and its
+    // products split their columns over the intra-op threads.
     return options_.threads > 1 ? RunShard(*decoders_[0], rows) : decoders_[0]->Step(rows);
   }
   // Every check before any shard changes a memory: a shard's rejection would otherwise leave

@@ -102,7 +102,13 @@ constexpr int kPairRows = 1;
 
 template <typename W>
 using MultiplyFn = void (*)(const float*, int64_t, int64_t, int64_t, int64_t, const W*, int64_t,
-                            int64_t, const float*, float*);
+                            int64_t, const float*, float*, int64_t);
+
+// Products of fewer rows than this split their columns between threads, not their rows.
+constexpr int64_t kColumnSplitRows = 64;
+// The least weight a thread streams when a product is split by columns: 512 KiB (~25-50 us
+// at one core's bandwidth, against a few microseconds to wake a thread).
+constexpr int64_t kMinSplitBytes = int64_t{512} << 10;
 
 template <typename W>
 MultiplyFn<W> KernelFunction(CpuKernel kernel) {
@@ -192,16 +198,32 @@ torch::Tensor PackedLinear::Apply(const torch::Tensor& x, int64_t first, int64_t
   const int64_t ldx = rows.stride(0);
   const float* bias = bias_.defined() ? bias_.data_ptr<float>() : nullptr;
   float* yp = y.data_ptr<float>();
-  // Blocks of 4 rows; a thread takes at least ~4 MFLOP of them (a few hundred microseconds),
-  // so decode-sized products stay on the calling thread.
+  // Few rows (a decode step): the strips are split between LibTorch's intra-op threads, each
+  // streaming its share of the weight once; a lone row of a 124M-parameter model is bound by
+  // memory bandwidth, which one core does not saturate. Many rows (a prompt): blocks of 4 rows
+  // are, each thread streaming the whole weight (compute-bound there). Either way a thread
+  // takes at least a few hundred microseconds of work, so the bundled model's small products
+  // stay on the calling thread.
+  const int64_t strip_count = n / kColumns;
+  const int64_t strip_bytes = (wt_.numel() / std::max<int64_t>(wt_.size(0), 1)) * wt_.element_size();
+  const int64_t strip_grain = std::max<int64_t>(1, kMinSplitBytes / std::max<int64_t>(strip_bytes, 1));
+  const bool by_columns = m < kColumnSplitRows && strip_count >= 2 * strip_grain &&
+                          at::get_num_threads() > 1 && !at::in_parallel_region();
   const int64_t blocks = (m + 3) / 4;
   const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 22) / std::max<int64_t>(8 * k * n, 1));
   // float, uint16_t (float16) or uint32_t (bfloat16 pairs) strips
   auto run = [&](const auto* strips) {
     using W = std::remove_const_t<std::remove_pointer_t<decltype(strips)>>;
     const MultiplyFn<W> multiply = KernelFunction<W>(CpuKernelInUse());
+    if (by_columns) {
+      at::parallel_for(0, strip_count, strip_grain, [&](int64_t begin, int64_t end) {
+        multiply(xp, ldx, 0, m, k, strips, first + begin * kColumns, first + end * kColumns, bias,
+                 yp + begin * kColumns, n);
+      });
+      return;
+    }
     at::parallel_for(0, blocks, grain, [&](int64_t begin, int64_t end) {
-      multiply(xp, ldx, begin * 4, std::min(end * 4, m), k, strips, first, first + n, bias, yp);
+      multiply(xp, ldx, begin * 4, std::min(end * 4, m), k, strips, first, first + n, bias, yp, n);
     });
   };
   if (wt_.scalar_type() == torch::kFloat16) {

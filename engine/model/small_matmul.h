@@ -11,8 +11,10 @@
 // per call and no horizontal sums.
 //
 // It is as fast for a prompt's segment (a few hundred rows: ~170 vs ~130 GFLOP/s on one core),
-// so Forward uses it too; blocks of rows spread over LibTorch's intra-op threads when the product
-// is large enough to pay for waking them.
+// so Forward uses it too. With more than one LibTorch intra-op thread, a product large enough
+// to pay for waking them is split: by blocks of rows for 64 rows or more (a prompt), by strips
+// of output columns for fewer (a decode step: each thread streams its share of the weight
+// once, which is what a large model's memory-bound step needs).
 //
 // Same function as torch::linear up to the order of float additions. The copy remembers which
 // tensors it was made from and their version counters: if they change in place afterwards

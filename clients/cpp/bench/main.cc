@@ -56,7 +56,9 @@ ABSL_FLAG(absl::Duration, duration, absl::ZeroDuration(),
           "flight at the end finish and are counted.");
 ABSL_FLAG(int32_t, warmup, 1, "Requests per stream before measuring (not in the results).");
 ABSL_FLAG(int32_t, prompt_tokens, 128,
-          "Prompt length in tokens (= bytes for mnemo's byte-level models).");
+          "Prompt length: tokens for mnemo's byte-level models, where a token is a byte; for "
+          "a BPE model (imported checkpoints) this many bytes of synthetic text, which are "
+          "fewer tokens (the server reports how many): use --prompt_file for exact counts.");
 ABSL_FLAG(std::string, prompt_file, "",
           "Take prompts from this UTF-8 file: successive --prompt_tokens windows (0 = the whole "
           "file) instead of synthetic text.");

@@ -4,6 +4,7 @@
 #include <c10/util/BFloat16.h>
 #include <c10/util/Half.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <utility>
@@ -118,12 +119,25 @@ torch::Tensor DecoderNetwork::EmbedSegment(const torch::Tensor& tokens, int64_t 
   const int64_t S = tokens.size(1);
   torch::Tensor h = embed_.index_select(0, tokens.reshape({-1})).view({1, S, -1});
   if (positions_.defined()) {
-    TORCH_CHECK(start + S <= positions_.size(0), config_.decoder.architecture, " sees at most ",
-                positions_.size(0), " positions (n_positions); this sequence reaches ",
-                start + S);
-    h = h + positions_.narrow(0, start, S).unsqueeze(0);
+    TORCH_CHECK(config_.decoder.sink_tokens > 0 || start + S <= positions_.size(0),
+                config_.decoder.architecture, " sees at most ", positions_.size(0),
+                " positions (n_positions); this sequence reaches ", start + S);
+    if (LearnedPosition(start + S - 1) == start + S - 1) {
+      h = h + positions_.narrow(0, start, S).unsqueeze(0);
+    } else {
+      std::vector<int64_t> rows(S);
+      for (int64_t s = 0; s < S; ++s) rows[s] = LearnedPosition(start + s);
+      h = h + positions_.index_select(0, torch::tensor(rows, torch::kInt64).to(h.device()))
+                  .unsqueeze(0);
+    }
   }
   return h;
+}
+
+int64_t DecoderNetwork::LearnedPosition(int64_t p) const {
+  const int64_t sinks = config_.decoder.sink_tokens;
+  if (sinks == 0) return p;
+  return std::min({p, sinks + config_.mem_len, positions_.size(0) - 1});
 }
 
 torch::Tensor DecoderNetwork::FeedForward(const DecoderLayer& layer, const torch::Tensor& x) const {
@@ -194,11 +208,16 @@ void DecoderNetwork::PrefillSinks(const torch::Tensor& q, const memory::LayerMem
   // that left its window at their own positions 0..c-1 and its window right after them, so it
   // sits at position c + mem_len = min(t, K + mem_len). Sink keys are stored rotated at their
   // absolute positions, which are their cache positions; the query is rotated to its own.
-  std::vector<int64_t> positions(S);
-  for (int64_t s = 0; s < S; ++s) positions[s] = std::min(start + s, K + mem_len);
-  torch::Tensor cos, sin;
-  Rotary(positions, cos, sin);
-  torch::Tensor q_sink = Rotate(q, cos.to(q.device()), sin.to(q.device()));  // [1, H, S, dh]
+  // Learned positions (no rotation): the query was embedded at that cache position already
+  // (LearnedPosition), and the sinks at theirs.
+  torch::Tensor q_sink = q;  // [1, H, S, dh]
+  if (!inv_freq_.empty()) {
+    std::vector<int64_t> positions(S);
+    for (int64_t s = 0; s < S; ++s) positions[s] = std::min(start + s, K + mem_len);
+    torch::Tensor cos, sin;
+    Rotary(positions, cos, sin);
+    q_sink = Rotate(q, cos.to(q.device()), sin.to(q.device()));
+  }
   torch::Tensor keys = m.k_sink().narrow(2, 0, visible).to(torch::kFloat32);  // [1, Hkv, V, dh]
   values = m.v_sink().narrow(2, 0, visible).to(torch::kFloat32);
   scores = torch::matmul(q_sink.reshape({1, kv_heads_, G * S, d_head_}), keys.transpose(-1, -2)) *
@@ -224,7 +243,8 @@ int64_t DecoderNetwork::DecodeSinks(const memory::LayerMemory& m, int64_t t,
   // shift = t - (K + mem_len) once all K sinks are out of the window, gives the distance
   // K + mem_len - j the cache assigns (PrefillSinks). Plain loops: a decode step does this per
   // row and layer, where a handful of LibTorch ops would cost more than the attention.
-  const int64_t shift = std::max<int64_t>(0, t - mem_len - K);
+  // Learned positions: nothing to rotate (the keys hold their positions 0..K-1 already).
+  const int64_t shift = inv_freq_.empty() ? 0 : std::max<int64_t>(0, t - mem_len - K);
   const torch::Tensor ring = m.k_sink()[0].to(torch::kCPU, torch::kFloat32).contiguous();
   keys = shift == 0 ? ring : torch::empty_like(ring);  // [Hkv, K, dh]
   if (shift > 0) {
@@ -349,11 +369,13 @@ torch::Tensor DecoderNetwork::DecodeLayer(int index, const torch::Tensor& h_in,
   torch::Tensor h = h_in;
   if (index == 0 && positions_.defined()) {
     // Learned positions join the embeddings at the first layer's input (Embed has no rows).
-    for (int64_t p : positions) {
-      TORCH_CHECK(p < positions_.size(0), config_.decoder.architecture, " sees at most ",
+    std::vector<int64_t> rows(positions.size());
+    for (size_t r = 0; r < positions.size(); ++r) {
+      rows[r] = LearnedPosition(positions[r]);
+      TORCH_CHECK(rows[r] < positions_.size(0), config_.decoder.architecture, " sees at most ",
                   positions_.size(0), " positions (n_positions)");
     }
-    torch::Tensor index_tensor = torch::tensor(positions, torch::kInt64).to(h.device());
+    torch::Tensor index_tensor = torch::tensor(rows, torch::kInt64).to(h.device());
     h = h + positions_.index_select(0, index_tensor);
   }
   torch::Tensor qkv = layer.qkv(layer.attn_norm(h));  // [B, (H + 2 Hkv) dh]

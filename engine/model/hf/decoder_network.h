@@ -86,8 +86,10 @@ class DecoderNetwork : public Network {
                                   const torch::Device& device) const override;
   memory::MemoryShape MemoryShapeFor(const MemoryOptions& options) const override;
   int num_layers() const override { return static_cast<int>(layers_.size()); }
+  // A learned position table ends the sequence at its length, unless sinks make the session
+  // streaming (LearnedPosition).
   int64_t max_sequence() const override {
-    return positions_.defined() ? positions_.size(0) : -1;
+    return positions_.defined() && config_.decoder.sink_tokens == 0 ? positions_.size(0) : -1;
   }
   torch::Tensor Embed(const torch::Tensor& tokens) override;
   torch::Tensor DecodeLayer(int layer, const torch::Tensor& h, DecodeStepState& rows,
@@ -116,6 +118,11 @@ class DecoderNetwork : public Network {
   torch::Tensor LayerForward(int layer, const torch::Tensor& h, memory::LayerWrite write,
                              const torch::Tensor& cos, const torch::Tensor& sin,
                              torch::Tensor* ffn_input);
+  // The learned position (row of positions_) the token at absolute position p is embedded at:
+  // p itself, or with sinks its position inside the cache, min(p, sinks + mem_len), as a
+  // rotary query's (PrefillSinks), and never past the table's last row. Beyond that point
+  // every token shares one position: what GPT-2 never saw in training (docs/hf-models.md).
+  int64_t LearnedPosition(int64_t p) const;
   torch::Tensor FeedForward(const DecoderLayer& layer, const torch::Tensor& x) const;
   // Sinks (DecoderConfig::sink_tokens) for a prompt segment at `start`: the scores of queries
   // q [1, H, S, dh] (before RoPE) against the sinks that have left their windows

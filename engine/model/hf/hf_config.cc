@@ -249,11 +249,6 @@ absl::Status SetWindow(ModelConfig& config, int window, int sink_tokens) {
     config.clamp_len = config.mem_len;
   }
   if (sink_tokens >= 0) {
-    if (sink_tokens > 0 && d.positions == PositionKind::kLearned) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          d.architecture, " has learned positions: sink tokens (which need positions assigned "
-          "inside the cache) are not supported"));
-    }
     if (sink_tokens >= config.mem_len + 1) {
       return absl::InvalidArgumentError(absl::StrCat(
           "sink_tokens ", sink_tokens, " must be smaller than the window ", config.mem_len + 1));

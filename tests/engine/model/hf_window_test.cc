@@ -105,7 +105,7 @@ TEST(HfWindowTest, SinksAreSeenOnlyOnceTheyLeaveTheWindow) {
 }
 
 TEST(HfWindowTest, EveryWayOfFeedingAgrees) {
-  for (const char* name : {"llama", "mistral", "qwen2", "llama3"}) {
+  for (const char* name : {"llama", "mistral", "qwen2", "llama3", "gpt2"}) {
     for (int sinks : {-1, 4}) {
       SCOPED_TRACE(std::string(name) + (sinks > 0 ? " with sinks" : " window only"));
       auto model = Load(name, 20, sinks);
@@ -132,9 +132,6 @@ TEST(HfWindowTest, RefusesWhatCannotBeServed) {
   EXPECT_FALSE(Model::Load(FixtureDir("llama"), options).ok());  // beyond max_position_embeddings
   options.window = 64;
   EXPECT_FALSE(Model::Load(FixtureDir("mistral"), options).ok());  // beyond its sliding_window
-  options.window = 0;
-  options.sink_tokens = 4;
-  EXPECT_FALSE(Model::Load(FixtureDir("gpt2"), options).ok());  // learned positions
   options.window = 8;
   options.sink_tokens = 8;
   EXPECT_FALSE(Model::Load(FixtureDir("llama"), options).ok());  // sinks >= window
@@ -159,6 +156,28 @@ TEST(HfWindowTest, LearnedPositionsEndTheSequence) {
   ASSERT_TRUE(decoder.Step({row}).ok());  // position 511, the last
   auto past = decoder.Step({row});
   EXPECT_EQ(past.status().code(), absl::StatusCode::kOutOfRange) << past.status();
+}
+
+// With sinks a GPT-2 session streams past n_positions: each token is embedded at its position
+// inside the cache (LearnedPosition), so the sequence has no end, and every way of feeding it
+// still agrees.
+TEST(HfWindowTest, LearnedPositionsStreamWithSinks) {
+  auto model = Load("gpt2", 16, 4);
+  EXPECT_EQ(model->max_sequence(), -1);
+  std::vector<int> ids = Ids(600, model->config().vocab_size, 6);  // past the 512 positions
+  torch::Tensor whole = LogProbs(*model, ids, ids.size());
+  ASSERT_EQ(whole.size(0), 600);
+  EXPECT_TRUE(torch::isfinite(whole).all().item<bool>());
+  EXPECT_LT((LogProbs(*model, ids, 37) - whole).abs().max().item<double>(), 1e-4);
+  const size_t prefix = 500;  // decode steps from 500 to 599 cross the table's end
+  torch::Tensor decoded = DecodeLogProbs(*model, ids, prefix, AttentionLayout::kPerRow);
+  EXPECT_LT((decoded - whole.narrow(0, prefix - 1, decoded.size(0))).abs().max().item<double>(),
+            1e-4);
+  // Once the window is full the cost and the state stop growing: the same ring at 600 as at 60.
+  memory::SessionMemory memory = model->NewMemory();
+  const int64_t bytes = memory.bytes();
+  ASSERT_TRUE(model->Forward(ids, memory, Outputs::kLast).ok());
+  EXPECT_EQ(memory.bytes(), bytes);
 }
 
 // CALM early exit through the shared final norm and head: a threshold above 1 never exits and

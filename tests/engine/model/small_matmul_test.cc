@@ -223,6 +223,32 @@ TEST(PackedLinearTest, TakesAnyLeadingShapeAndThreads) {
   EXPECT_LT((y - torch::linear(x, w)).abs().max().item<float>(), 1e-4);
 }
 
+TEST(PackedLinearTest, SplitsTheColumnsOfALargeProductOfFewRowsBetweenThreads) {
+  // A decode-sized product (few rows) of a weight of several MiB: each of two threads takes a
+  // share of the strips. Every strip type, the outputs and a range of them, a partial last
+  // tile, and row counts on both sides of the column/row switch.
+  at::manual_seed(6);
+  const int64_t k = 768, n = 2 * 1024 + 40;  // 6.1 MiB in float32
+  torch::Tensor w = torch::randn({n, k}) / std::sqrt(static_cast<double>(k));
+  torch::Tensor b = torch::randn({n});
+  const int threads = at::get_num_threads();
+  at::set_num_threads(2);
+  for (torch::ScalarType strips : {torch::kFloat32, torch::kFloat16, torch::kBFloat16}) {
+    PackedLinear packed(w, b, strips);
+    torch::Tensor rounded_w = w.to(strips).to(torch::kFloat32);
+    for (int64_t m : {1, 5, 63, 64, 70}) {
+      torch::Tensor x = torch::randn({m, k});
+      torch::Tensor rounded_x = strips == torch::kBFloat16 ? x.to(strips).to(torch::kFloat32) : x;
+      torch::Tensor reference = torch::linear(rounded_x, rounded_w, b);
+      EXPECT_LT((packed.Apply(x) - reference).abs().max().item<float>(), 1e-3)
+          << "m " << m << " strips " << strips;
+      EXPECT_LT((packed.Apply(x, 1024, n - 1024) - reference.narrow(1, 1024, n - 1024))
+                    .abs().max().item<float>(), 1e-3)
+          << "m " << m << " strips " << strips;
+    }
+  }
+  at::set_num_threads(threads);
+}
 TEST(PackedLinearTest, KeepsItsOwnCopyAndKnowsWhenTheWeightsChange) {
   torch::Tensor w = torch::randn({32, 8}), b = torch::randn({32});
   PackedLinear packed(w, b);
