@@ -16,15 +16,10 @@
 // The steps are ImportSession's (Scheduler::Answer(ImportSessionCall): the meta, the size
 // caps, DecodeSnapshot), then SessionJournal::Load's replay of the records.
 //
-// FAISS (an open issue, fuzz/open/snapshot_fuzz/): the kNN store's IVF indexes travel as FAISS
-// blobs, and faiss::read_index trusts its input: it sizes vectors from counts in the blob before
-// reading them (a crafted ImportSession makes the server allocate what the blob says), and reads
-// a sparse list table past its end. So that fuzzing goes on past that to the rest of the
-// decoder, read_index is wrapped here (-Wl,--wrap, CMakeLists.txt) behind a check that the
-// blob is laid out as IvfHeadIndex::Serialize writes it (FAISS 1.7.3's IndexIVFFlat with an
-// IndexFlatIP quantizer and array lists) with every count within the bytes that follow: the
-// check engine/knn/ivf_head_index.cc needs before read_index. Blobs that fail it read as
-// FAISS's own error would.
+// FAISS: the kNN store's IVF indexes travel as FAISS blobs, and faiss::read_index trusts its
+// input (it sizes vectors from counts in the blob before reading them). IvfHeadIndex::
+// Deserialize walks the blob's layout first (engine/knn/ivf_blob_check.h), so that reaches
+// FAISS only with every count within the bytes that follow; this target found the need for it.
 //
 // Checks:
 //   - errors are DATA_LOSS or FAILED_PRECONDITION (session_snapshot.h), and no exception
@@ -35,9 +30,6 @@
 //     its kNN store searches, its recall history answers a query and takes a token, its
 //     datastore searches.
 #include <ATen/Parallel.h>
-#include <faiss/Index.h>
-#include <faiss/impl/FaissException.h>
-#include <faiss/impl/io.h>
 
 #include <algorithm>
 #include <cmath>
@@ -178,111 +170,8 @@ void Run(std::string bytes) {
                     " positions"));
 }
 
-// Walks a FAISS blob laid out as IvfHeadIndex::Serialize writes it; false at the first
-// field that is not, or whose count the remaining bytes cannot hold.
-class IvfBlobCheck {
- public:
-  explicit IvfBlobCheck(const std::vector<uint8_t>& blob) : blob_(blob) {}
-
-  bool Valid() {
-    uint64_t d = 0, nlist = 0, code_size = 0, sizes = 0;
-    if (!Fourcc("IwFl") || !Header(&d) || !Read(&nlist, 8) || !Skip(8)) {  // nprobe
-      return Reject("index header");
-    }
-    uint64_t quantizer_d = 0, xb = 0;
-    if (!Fourcc("IxFI") || !Header(&quantizer_d) || !Read(&xb, 8) || !Skip(xb, 4)) {
-      return Reject("quantizer");
-    }
-    uint8_t map_type = 0;
-    uint64_t map_size = 0;
-    if (!Read(&map_type, 1) || !Read(&map_size, 8) || !Skip(map_size, 8) ||
-        (map_type == 2 && (!Read(&map_size, 8) || !Skip(map_size, 16)))) {
-      return Reject("direct map");
-    }
-    // (FAISS allocates per list: at 2^20 lists ~60 MB; KnnMemory makes at most 4096.)
-    uint32_t list_type = 0;
-    if (!Fourcc("ilar") || !Read(&nlist, 8) || !Read(&code_size, 8) || !Read(&list_type, 4) ||
-        !Read(&sizes, 8) || nlist > (1 << 20) || code_size != d * 4 || sizes > Left() / 8) {
-      return Reject("inverted lists header");
-    }
-    std::vector<uint64_t> table(sizes);
-    for (uint64_t& v : table) Read(&v, 8);
-    // Each list holds n entries of code_size bytes of codes and an 8-byte id.
-    uint64_t entries = 0;
-    auto add = [&](uint64_t n) {
-      entries += std::min<uint64_t>(n, Left() + 1);  // no overflow: at most `sizes` terms
-      return entries <= Left();
-    };
-    if (list_type == Code("full")) {
-      if (sizes != nlist) return Reject("list sizes");
-      for (uint64_t n : table) {
-        if (!add(n)) return Reject("list sizes");
-      }
-    } else if (list_type == Code("sprs")) {
-      if (sizes % 2 != 0) return Reject("sparse list sizes");
-      for (uint64_t j = 0; j < sizes; j += 2) {
-        if (table[j] >= nlist || !add(table[j + 1])) return Reject("sparse list sizes");
-      }
-    } else {
-      return Reject("list type");
-    }
-    return entries <= Left() / (code_size + 8) || Reject("list contents");
-  }
-
- private:
-  static uint32_t Code(const char (&name)[5]) {
-    return uint32_t(uint8_t(name[0])) | uint32_t(uint8_t(name[1])) << 8 |
-           uint32_t(uint8_t(name[2])) << 16 | uint32_t(uint8_t(name[3])) << 24;
-  }
-  bool Reject(const char* where) {
-    Note(absl::StrCat("FAISS blob of ", blob_.size(), " bytes refused at its ", where, " (byte ",
-                      pos_, ")"));
-    return false;
-  }
-  uint64_t Left() const { return blob_.size() - pos_; }
-  bool Read(void* out, uint64_t size) {
-    if (size > Left()) return false;
-    std::memcpy(out, blob_.data() + pos_, size);
-    pos_ += size;
-    return true;
-  }
-  bool Skip(uint64_t count, uint64_t item = 1) {
-    if (count > Left() / item) return false;
-    pos_ += count * item;
-    return true;
-  }
-  bool Fourcc(const char (&name)[5]) {
-    uint32_t h = 0;
-    return Read(&h, 4) && h == Code(name);
-  }
-  // d, ntotal, two unused counts, is_trained, metric type (and its argument past type 1).
-  bool Header(uint64_t* d) {
-    int32_t dim = 0, metric = 0;
-    if (!Read(&dim, 4) || dim < 1 || dim > (1 << 20) || !Skip(8 * 3 + 1) || !Read(&metric, 4)) {
-      return false;
-    }
-    *d = static_cast<uint64_t>(dim);
-    return metric <= 1 || Skip(4);
-  }
-
-  const std::vector<uint8_t>& blob_;
-  uint64_t pos_ = 0;
-};
-
 }  // namespace
 }  // namespace mnemo::fuzz
-
-// faiss::read_index(IOReader*, int), wrapped: see the header comment.
-extern "C" faiss::Index* __real__ZN5faiss10read_indexEPNS_8IOReaderEi(faiss::IOReader* reader,
-                                                                      int flags);
-extern "C" faiss::Index* __wrap__ZN5faiss10read_indexEPNS_8IOReaderEi(faiss::IOReader* reader,
-                                                                      int flags) {
-  auto* bytes = dynamic_cast<faiss::VectorIOReader*>(reader);
-  if (bytes != nullptr && bytes->rp == 0 && !mnemo::fuzz::IvfBlobCheck(bytes->data).Valid()) {
-    throw faiss::FaissException("fuzz: not an IvfHeadIndex blob with consistent counts");
-  }
-  return __real__ZN5faiss10read_indexEPNS_8IOReaderEi(reader, flags);
-}
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
   at::set_num_threads(1);  // one thread, as the scheduler's loop decodes

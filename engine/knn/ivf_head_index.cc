@@ -16,6 +16,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "engine/knn/ivf_blob_check.h"
 
 namespace mnemo::knn {
 namespace {
@@ -91,6 +92,9 @@ std::string IvfHeadIndex::Serialize() const {
 }
 
 absl::StatusOr<std::unique_ptr<IvfHeadIndex>> IvfHeadIndex::Deserialize(const std::string& bytes) {
+  // FAISS sizes its vectors from the blob's counts before reading them: those are checked
+  // against the bytes first (the blob may come from an ImportSession call).
+  if (absl::Status layout = CheckIvfBlob(bytes); !layout.ok()) return layout;
   faiss::VectorIOReader reader;
   reader.data.assign(bytes.begin(), bytes.end());
   std::unique_ptr<faiss::Index> index;
