@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs, builds and runs every test: the GoogleTest suites and the integration tests
 # (Python end-to-end against the real mnemo-server, runtime-dependency check), all via CTest;
-# then the hardening drill in CI size: the ASan+UBSan build of the parser suites
-# (scripts/sanitize.sh asan --ci).
+# then the hardening drills in CI size: the ASan+UBSan build of the parser suites
+# (scripts/sanitize.sh asan --ci) and 15 seconds of each libFuzzer target after replaying its
+# regressions (scripts/fuzz.sh --seconds 15, clang; ~4 minutes cold).
 # Exits non-zero if anything fails.
 #
 # Environment: MNEMO_BUILD_DIR (default build/), MNEMO_JOBS (default nproc),
@@ -49,6 +50,8 @@ run_drill() {
 }
 if [ "${MNEMO_HARDENING:-1}" != 0 ]; then
   run_drill asan env MNEMO_JOBS="$jobs" bash "$root/scripts/sanitize.sh" asan --ci
+  # Each libFuzzer target replays its regressions, then fuzzes its seed corpus for 15 s.
+  run_drill fuzz env MNEMO_JOBS="$jobs" bash "$root/scripts/fuzz.sh" --seconds 15
 fi
 elapsed=$(( $(date +%s) - start ))
 if [ "$rc" -eq 0 ] && [ -n "$summary" ]; then
