@@ -18,6 +18,13 @@ start=$(date +%s)
 
 MNEMO_BUILD_TESTS=ON bash "$root/scripts/build.sh"
 
+# The CPU runtime every mnemo process gives itself (OpenBLAS kernels, OpenMP wait policy), set
+# once here: each test process would otherwise restart itself to set it (tools/cpu_env_main.cc).
+if cpu_env="$("$build_dir/tools/mnemo-cpu-env")"; then
+  eval "$cpu_env"
+  echo "test: CPU runtime for the test processes: $(tr '\n' ' ' <<<"${cpu_env//export /}")"
+fi
+
 log="$build_dir/ctest.log"
 set +e
 # shellcheck disable=SC2086

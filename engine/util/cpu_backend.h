@@ -35,6 +35,10 @@ std::string BestOpenBlasCoreType();
 // The core type OpenBLAS chose in this process, or "" if OpenBLAS is not loaded.
 std::string LoadedOpenBlasCoreType();
 
+// The variables ConfigureCpuRuntime may set before restarting the program. A process started
+// with them already set does not restart (tools/cpu_env_main.cc prints them for a machine).
+inline constexpr const char* kCpuRuntimeVariables[] = {"OPENBLAS_CORETYPE", "OMP_WAIT_POLICY"};
+
 // Call first thing in main(), before any thread starts. Flushes denormals to zero and sets the
 // heap thresholds above. If OpenBLAS chose kernels older than the CPU supports (and
 // OPENBLAS_CORETYPE is unset), or OMP_WAIT_POLICY is unset, sets them and re-executes the
