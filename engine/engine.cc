@@ -196,8 +196,8 @@ absl::Status Engine::Submit(GenerateOptions options, std::shared_ptr<GenerateStr
   return scheduler_->SubmitGenerate(std::move(options), std::move(stream));
 }
 
-void Engine::Score(ScoreOptions options, ScoreDone done) {
-  scheduler_->SubmitScore(std::move(options), std::move(done));
+void Engine::Score(ScoreOptions options, ScoreDone done, CancelCheck cancelled) {
+  scheduler_->SubmitScore(std::move(options), std::move(done), std::move(cancelled));
 }
 
 void Engine::CreateSession(CreateSessionOptions options, SessionDone done) {
@@ -226,8 +226,9 @@ void Engine::ForkSession(std::string session_id, std::string new_session_id, Ses
   scheduler_->ForkSession(std::move(session_id), std::move(new_session_id), std::move(done));
 }
 
-void Engine::AddToSessionDatastore(AddToDatastoreOptions options, AddToDatastoreDone done) {
-  scheduler_->SubmitAddToDatastore(std::move(options), std::move(done));
+void Engine::AddToSessionDatastore(AddToDatastoreOptions options, AddToDatastoreDone done,
+                                   CancelCheck cancelled) {
+  scheduler_->SubmitAddToDatastore(std::move(options), std::move(done), std::move(cancelled));
 }
 
 std::vector<DatastoreInfo> Engine::ListDatastores() const {

@@ -135,9 +135,14 @@ class Engine {
   using AddToDatastoreDone = std::function<void(absl::StatusOr<AddToDatastoreResult>)>;
   using DatastoreDone = std::function<void(absl::StatusOr<DatastoreInfo>)>;
 
+  // True once the caller has given up on a Score or AddToSessionDatastore (its client
+  // cancelled, its deadline passed); any thread, until `done` runs. The request then ends
+  // CANCELLED at its next step instead of reading the rest of its text.
+  using CancelCheck = std::function<bool()>;
+
   // Each runs `done` exactly once, on the loop thread (or inline when validation fails; with
   // session_dir, a call that changed a session on the journal's writer thread).
-  void Score(ScoreOptions options, ScoreDone done);
+  void Score(ScoreOptions options, ScoreDone done, CancelCheck cancelled = {});
   void CreateSession(CreateSessionOptions options, SessionDone done);
   void GetSession(std::string session_id, SessionDone done);
   void ListSessions(ListDone done);  // sorted by session id
@@ -151,7 +156,8 @@ class Engine {
   void ForkSession(std::string session_id, std::string new_session_id, SessionDone done);
   // Reads `options.text` with a fresh memory and appends one entry per token to the session's
   // private datastore (knn_lm.datastore = "session"); model work, queued like Score.
-  void AddToSessionDatastore(AddToDatastoreOptions options, AddToDatastoreDone done);
+  void AddToSessionDatastore(AddToDatastoreOptions options, AddToDatastoreDone done,
+                             CancelCheck cancelled = {});
   // name "session" + session_id: that session's private datastore (through the loop thread);
   // any other name: a shared datastore (answered inline). NOT_FOUND for unknown names.
   void GetDatastore(std::string name, std::string session_id, DatastoreDone done);

@@ -19,8 +19,8 @@ use. A call that reaches its 120 s deadline counts as DEADLINE_EXCEEDED (expecte
 
 Codes: NOT_FOUND is expected only on a session this driver had sent a DeleteSession for (or
 whose CreateSession it cut short); FAILED_PRECONDITION only for a DeleteSession while this
-driver had a call on the session, or after one it cut short (a Generate must release it within
---busy-grace s; a Score is not cancelled by the server, so up to its 120 s deadline);
+driver had a call on the session, or after one it cut short (a Generate or Score must release
+it within --busy-grace s);
 RESOURCE_EXHAUSTED, and NOT_FOUND for a session evicted by the LRU, only when the server runs
 with limits (--max_waiting, --max_sessions, --max_memory_bytes among --server-arg, or
 --expect-limits). Anything else fails the run and is printed with its message.

@@ -96,11 +96,8 @@ class Ledger:
                 for entry in st.deletes)
         if code == "FAILED_PRECONDITION" and rpc == "DeleteSession":
             # Busy: a call of this driver runs on it, or one it cut short may still run. A cut
-            # Generate must stop within busy_grace; a cut Score is not cancelled by the server
-            # (it runs to completion), so it may hold the session up to the normal deadline.
-            return inflight_at_send > 0 or any(
-                sent_at - t <= (NORMAL_TIMEOUT_S if cut.startswith("Score") else self.busy_grace)
-                for cut, t in st.cuts)
+            # Generate or Score must stop within busy_grace (the server checks between steps).
+            return inflight_at_send > 0 or any(sent_at - t <= self.busy_grace for _, t in st.cuts)
         return False
 
     def record(self, rpc, mode, code, details, sid="", sent_at=0.0, end_at=0.0,
@@ -345,7 +342,7 @@ class Load:
                 delete_entry=entry)
             if entry[1] in ("OK", "NOT_FOUND") or mode != "normal" or once:
                 if entry[1] == "OK" and refused and st.cuts:
-                    # What held it: a cut Score (never cancelled by the server), else Generates.
+                    # What held it: a cut Score if there was one, else Generates.
                     kinds = {cut.split(".")[0] for cut, _ in st.cuts}
                     kind = "Score" if "Score" in kinds else "+".join(sorted(kinds))
                     lag = self.ledger.release_lag.setdefault(kind, [0, 0.0])

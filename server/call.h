@@ -73,6 +73,14 @@ class Call {
     tokens_out_ += out;
   }
 
+  // For the engine's unary model work (Score, AddToSessionDatastore): true once the client
+  // cancelled or its deadline passed, so the work stops instead of running to its end. Valid
+  // until the call finishes; any thread.
+  engine::Engine::CancelCheck CancelCheck() const {
+    if (context_ == nullptr) return {};
+    return [context = context_] { return context->IsCancelled(); };
+  }
+
   // Records the outcome (first call only; later calls just convert) and returns it as the
   // client sees it. A failure of a call the client has already cancelled is recorded as
   // CANCELLED (a client that cancels before its request arrives leaves an empty request).

@@ -89,7 +89,8 @@ grpc::ServerUnaryReactor* DatastoresService::AddToSessionDatastore(
           SerializeResponse(reply, response);
         }
         call->FinishUnary(reactor, result.status());
-      });
+      },
+      call->CancelCheck());
   return reactor;
 }
 

@@ -55,7 +55,8 @@ grpc::ServerUnaryReactor* GenerationService::Score(grpc::CallbackServerContext* 
                             SerializeResponse(reply, response);
                           }
                           call->FinishUnary(reactor, result.status());
-                        });
+                        },
+                        call->CancelCheck());
   return reactor;
 }
 

@@ -9,16 +9,22 @@ namespace mnemo::scheduler {
 DatastoreAddTask::DatastoreAddTask(uint64_t id, engine::AddToDatastoreOptions options,
                                    int64_t max_entries, std::string model_id, Done done,
                                    session::Session* session,
-                                   const tokenizer::Tokenizer& tokenizer)
+                                   const tokenizer::Tokenizer& tokenizer,
+                                   std::function<bool()> cancelled)
     : Task(id, session),
       options_(std::move(options)),
       max_entries_(max_entries),
       model_id_(std::move(model_id)),
-      done_(std::move(done)) {
+      done_(std::move(done)),
+      cancelled_(std::move(cancelled)) {
   tokens_ = tokenizer.Encode(options_.text);
 }
 
 bool DatastoreAddTask::Step(StepContext& ctx) {
+  if (cancelled()) {
+    Fail(absl::CancelledError("the client cancelled the call"));
+    return true;
+  }
   if (!started_) {
     started_ = true;
     // The session's memory stays out of it: the entries describe the text alone, read the

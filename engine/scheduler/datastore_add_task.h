@@ -3,7 +3,7 @@
 // step, and collects a kNN-LM entry per token: key = the model's last-layer post-LN FFN input
 // for the context before the token, value = the token. The entries reach the session's
 // private datastore only when the whole text has been read, so a failed or aborted request
-// adds nothing.
+// adds nothing; so does one whose caller gave up (`cancelled`: CANCELLED at the next step).
 //
 // Borrows its Session (like every request on a session, it runs alone on it); owns its
 // completion callback and scratch memory. Loop thread only.
@@ -33,10 +33,11 @@ class DatastoreAddTask : public Task {
   // `tokenizer` (the model's) encodes the text here; it is not kept.
   DatastoreAddTask(uint64_t id, engine::AddToDatastoreOptions options, int64_t max_entries,
                    std::string model_id, Done done, session::Session* session,
-                   const tokenizer::Tokenizer& tokenizer);
+                   const tokenizer::Tokenizer& tokenizer, std::function<bool()> cancelled = {});
 
   bool Step(StepContext& ctx) override;
   void Abort(const absl::Status& status, absl::Time now) override;
+  bool cancelled() const override { return cancelled_ && cancelled_(); }
 
  private:
   void Fail(absl::Status status);
@@ -45,6 +46,7 @@ class DatastoreAddTask : public Task {
   const int64_t max_entries_;
   const std::string model_id_;
   Done done_;
+  const std::function<bool()> cancelled_;
   bool started_ = false;
   session::SequenceState scratch_;  // the text's own fresh memory
   std::vector<int> tokens_;

@@ -31,6 +31,9 @@ using StatusDone = std::function<void(absl::Status)>;
 using AddToDatastoreDone = std::function<void(absl::StatusOr<engine::AddToDatastoreResult>)>;
 using DatastoreDone = std::function<void(absl::StatusOr<engine::DatastoreInfo>)>;
 using BytesDone = std::function<void(absl::StatusOr<std::string>)>;
+// True once the caller has given up on a unary request (its client cancelled or its deadline
+// passed); may be called from any thread, until the request's `done` runs. Empty = never.
+using CancelCheck = std::function<bool()>;
 
 // Model work: admitted as a task (GenerateTask, ScoreTask, DatastoreAddTask), counted against
 // max_waiting. The options are validated and kNN-LM resolved (Scheduler::Prepare) before the
@@ -44,10 +47,12 @@ struct ScoreCall {
   engine::ScoreOptions options;
   ScoreDone done;
   std::optional<KnnLmPlan> knn_lm;
+  CancelCheck cancelled;
 };
 struct AddToDatastoreCall {
   engine::AddToDatastoreOptions options;
   AddToDatastoreDone done;
+  CancelCheck cancelled;
 };
 // Session operations: answered by the loop thread as soon as it pops them.
 struct CreateSessionCall {

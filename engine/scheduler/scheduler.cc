@@ -113,13 +113,16 @@ absl::Status Scheduler::SubmitGenerate(engine::GenerateOptions options,
   return Enqueue(GenerateCall{std::move(options), std::move(stream), std::nullopt});
 }
 
-void Scheduler::SubmitScore(engine::ScoreOptions options, ScoreDone done) {
-  Enqueue(ScoreCall{std::move(options), std::move(done), std::nullopt}).IgnoreError();
+void Scheduler::SubmitScore(engine::ScoreOptions options, ScoreDone done,
+                            CancelCheck cancelled) {
+  Enqueue(ScoreCall{std::move(options), std::move(done), std::nullopt, std::move(cancelled)})
+      .IgnoreError();
 }
 
 void Scheduler::SubmitAddToDatastore(engine::AddToDatastoreOptions options,
-                                     AddToDatastoreDone done) {
-  Enqueue(AddToDatastoreCall{std::move(options), std::move(done)}).IgnoreError();
+                                     AddToDatastoreDone done, CancelCheck cancelled) {
+  Enqueue(AddToDatastoreCall{std::move(options), std::move(done), std::move(cancelled)})
+      .IgnoreError();
 }
 
 void Scheduler::GetSessionDatastore(std::string session_id, DatastoreDone done) {
@@ -264,12 +267,14 @@ std::unique_ptr<Task> Scheduler::MakeTask(Request& request, uint64_t id,
           [&](ScoreCall& c) -> std::unique_ptr<Task> {
             return std::make_unique<ScoreTask>(id, std::move(c.options), std::move(c.knn_lm),
                                                std::move(c.done), session, model_->tokenizer(),
-                                               config_.remember_capacity);
+                                               config_.remember_capacity,
+                                               std::move(c.cancelled));
           },
           [&](AddToDatastoreCall& c) -> std::unique_ptr<Task> {
             return std::make_unique<DatastoreAddTask>(
                 id, std::move(c.options), config_.max_session_datastore_entries,
-                config_.model_id, std::move(c.done), session, model_->tokenizer());
+                config_.model_id, std::move(c.done), session, model_->tokenizer(),
+                std::move(c.cancelled));
           },
           [](auto&) -> std::unique_ptr<Task> { return nullptr; }},  // session operations
       request.call);

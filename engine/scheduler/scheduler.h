@@ -110,9 +110,11 @@ class Scheduler {
   absl::Status SubmitGenerate(engine::GenerateOptions options,
                               std::shared_ptr<engine::GenerateStream> stream);
   // Each runs `done` exactly once: inline when validation or admission fails, else on the
-  // loop thread.
-  void SubmitScore(engine::ScoreOptions options, ScoreDone done);
-  void SubmitAddToDatastore(engine::AddToDatastoreOptions options, AddToDatastoreDone done);
+  // loop thread. Once `cancelled` answers true the request stops at its next step (waiting or
+  // between chunks) with CANCELLED; a Score that updates memory keeps what it read so far.
+  void SubmitScore(engine::ScoreOptions options, ScoreDone done, CancelCheck cancelled = {});
+  void SubmitAddToDatastore(engine::AddToDatastoreOptions options, AddToDatastoreDone done,
+                            CancelCheck cancelled = {});
   // The session's private datastore (empty when nothing was added yet).
   void GetSessionDatastore(std::string session_id, DatastoreDone done);
   void CreateSession(engine::CreateSessionOptions options, SessionDone done);

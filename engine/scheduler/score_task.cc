@@ -8,12 +8,14 @@ namespace mnemo::scheduler {
 
 ScoreTask::ScoreTask(uint64_t id, engine::ScoreOptions options, std::optional<KnnLmPlan> knn_lm,
                      Done done, session::Session* session,
-                     const tokenizer::Tokenizer& tokenizer, int64_t recall_capacity)
+                     const tokenizer::Tokenizer& tokenizer, int64_t recall_capacity,
+                     std::function<bool()> cancelled)
     : Task(id, session),
       options_(std::move(options)),
       knn_lm_(std::move(knn_lm)),
       recall_capacity_(recall_capacity),
       done_(std::move(done)),
+      cancelled_(std::move(cancelled)),
       tokenizer_(tokenizer) {
   const bool from_ids = !options_.token_ids.empty();
   tokens_ = from_ids ? options_.token_ids : tokenizer.Encode(options_.text);
@@ -21,6 +23,10 @@ ScoreTask::ScoreTask(uint64_t id, engine::ScoreOptions options, std::optional<Kn
 }
 
 bool ScoreTask::Step(StepContext& ctx) {
+  if (cancelled()) {
+    Fail(absl::CancelledError("the client cancelled the call"));
+    return true;
+  }
   if (!started_) {
     started_ = true;
     if (knn_lm_) {

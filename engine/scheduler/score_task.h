@@ -5,7 +5,9 @@
 //
 // Runs on the session's own state when update_memory is set; otherwise on a deep copy taken
 // at its first step (or a fresh state for one-shot requests), so the session is left exactly
-// as it was. Owns its completion callback. Loop thread only.
+// as it was. A request whose caller gave up (`cancelled`) ends CANCELLED at its next step:
+// before it starts, or between chunks, keeping (and committing) what an updating Score read.
+// Owns its completion callback. Loop thread only (cancelled(): any thread).
 #ifndef MNEMO_ENGINE_SCHEDULER_SCORE_TASK_H_
 #define MNEMO_ENGINE_SCHEDULER_SCORE_TASK_H_
 
@@ -29,10 +31,11 @@ class ScoreTask : public Task {
   // `recall_capacity`: the history a one-shot request with recall on gets (tokens).
   ScoreTask(uint64_t id, engine::ScoreOptions options, std::optional<KnnLmPlan> knn_lm, Done done,
             session::Session* session, const tokenizer::Tokenizer& tokenizer,
-            int64_t recall_capacity = int64_t{1} << 20);
+            int64_t recall_capacity = int64_t{1} << 20, std::function<bool()> cancelled = {});
 
   bool Step(StepContext& ctx) override;
   void Abort(const absl::Status& status, absl::Time now) override;
+  bool cancelled() const override { return cancelled_ && cancelled_(); }
 
  private:
   bool uses_session_state() const { return session() != nullptr && options_.update_memory; }
@@ -44,6 +47,7 @@ class ScoreTask : public Task {
   const int64_t recall_capacity_;
   RecallPlan recall_;  // resolved by the first step
   Done done_;
+  const std::function<bool()> cancelled_;
   bool started_ = false;
   session::SequenceState own_;  // one-shot state, or the copy scored without updating memory
   const tokenizer::Tokenizer& tokenizer_;

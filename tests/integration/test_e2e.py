@@ -383,6 +383,27 @@ class EndToEndTest(unittest.TestCase):
         after.text()
         self.assertEqual(after.usage.session_tokens, info.tokens_seen + 3)
 
+    def test_score_stops_when_its_deadline_passes(self):
+        session = self.client.create_session()
+        self.addCleanup(self.client.delete_session, session.session_id)
+        text = "A long document, far longer than its deadline allows. " * 20000  # 1.1 MB
+        started = time.monotonic()
+        with self.assertRaises(MnemoError) as caught:
+            self.client.score(text, session_id=session.session_id, update_memory=True,
+                              timeout=0.5)
+        self.assertEqual(caught.exception.code, grpc.StatusCode.DEADLINE_EXCEEDED)
+        # The server stops scoring too: the session is free again within a moment (scoring
+        # all of it would hold it for tens of seconds), keeping the part it read.
+        info = self.client.get_session(session.session_id)
+        while info.busy and time.monotonic() - started < 10:
+            time.sleep(0.05)
+            info = self.client.get_session(session.session_id)
+        self.assertFalse(info.busy, "session still busy 10 s after the Score's deadline")
+        self.assertLess(info.tokens_seen, len(text))
+        after = self.client.score("and on", session_id=session.session_id, update_memory=True)
+        self.assertEqual(self.client.get_session(session.session_id).tokens_seen,
+                         info.tokens_seen + after.token_count)
+
     def test_bad_input_is_invalid_argument(self):
         bad = [
             dict(prompt="x", temperature=-1.0),
