@@ -29,11 +29,12 @@ Verdict PASS needs all of: every code expected; every OK stream ends with a fini
 usage.generated_tokens equal to the tokens that arrived, and Detokenize(Tokenize(t)) == t; RSS
 (VmRSS from /proc/PID/status every --rss-interval s) grows less than --max-rss-growth % (5)
 from the end of the warm-up (--warmup, default the first 20% of the run) to the end of the
-load, each the median of 3 samples; the server stays up, counts only expected codes in
-mnemo_requests_total, is idle (mnemo_requests_running and _waiting 0) within 30 s of the load
-stopping, holds no session once the driver has deleted its own, exits 0 on SIGTERM, and its log
-has no error lines (request-log lines excepted); and the drill happened (every RPC answered OK
-somewhere, cancels, deadlines and kills seen). Progress every 10 s; a summary at the end;
+load, each the median of a window of samples (an eighth of those after warm-up, at least 3);
+the server stays up, counts only expected codes in mnemo_requests_total, is idle
+(mnemo_requests_running and _waiting 0) within 30 s of the load stopping, holds no session once
+the driver has deleted its own, exits 0 on SIGTERM, and its log has no error lines (request-log
+lines excepted); and the drill happened (every RPC answered OK somewhere, cancels, deadlines and
+kills seen). Progress every 10 s; a summary at the end;
 --json FILE keeps the record.
 
     scripts/soak.sh                                # 256 streams, 10 minutes, its own server

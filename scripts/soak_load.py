@@ -405,23 +405,30 @@ class Load:
                 own = None
 
     async def pool_keeper(self):
-        """Keeps the shared sessions that every stream uses; every 0.5-2 s replaces one. Half
+        """Keeps the shared sessions that every stream uses; every 0.5-2 s replaces the oldest,
+        so each lives about len(pool) * 1.25 s and the sessions' memory stays stationary. Half
         the time it is first deleted while in use (calls on it may get NOT_FOUND, the delete
         FAILED_PRECONDITION); then it is retired (new calls stop picking it) and deleted for
-        good once its calls are done."""
+        good once its calls are done, in the background (a busy shared session can take a
+        while, and must not hold up the next replacement)."""
         ch = self.channels[0]
         for i in range(len(self.pool)):
             self.pool[i] = await self.create(ch, "pool")
+        retiring = set()
+        i = 0
         while not self.stopping():
             await asyncio.sleep(self.rng.uniform(0.5, 2.0))
-            i = self.rng.randrange(len(self.pool))
+            i = (i + 1) % len(self.pool)
             old = self.pool[i]
             if old is not None:
                 if self.rng.random() < 0.5:
                     await self.delete(ch, old, once=True)
                 self.pool[i] = None
-                await self.delete(ch, old)
+                task = asyncio.ensure_future(self.delete(ch, old))
+                retiring.add(task)
+                task.add_done_callback(retiring.discard)
             self.pool[i] = await self.create(ch, "pool")
+        await asyncio.gather(*retiring)
 
     async def killer(self, interval):
         """Children holding three streams (one on a session), SIGKILLed mid-stream; then the

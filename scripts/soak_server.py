@@ -174,16 +174,19 @@ def server_codes(values):
 
 
 def rss_figures(samples, warmup_s, end_s):
-    """RSS (kB) after warm-up (median of the first 3 samples from warmup_s on) and at the end
-    (median of the last 3 samples while the load ran), growth %, least-squares slope after
-    warm-up, max."""
+    """RSS (kB) after warm-up (median of the first window of samples from warmup_s on) and at
+    the end (median of the last window while the load ran), growth %, least-squares slope after
+    warm-up, max. A window is an eighth of the samples after warm-up, at least 3 (a 10-minute
+    run: 60 s): RSS swings by ~4% from sample to sample with the requests in flight (256 streams'
+    buffers), so medians of 3 samples (6 s) could not tell 5% growth from a swing."""
     under_load = [s for s in samples if s[0] <= end_s]
     after = [s for s in under_load if s[0] >= warmup_s]
     if len(after) < 6:
         return {"warmup_kb": None, "final_kb": None, "growth_pct": None, "slope_kb_per_min": None,
                 "max_kb": max((s[1] for s in under_load), default=None)}
-    warm = statistics.median(s[1] for s in after[:3])
-    final = statistics.median(s[1] for s in after[-3:])
+    window = max(3, len(after) // 8)
+    warm = statistics.median(s[1] for s in after[:window])
+    final = statistics.median(s[1] for s in after[-window:])
     ts, rs = [s[0] for s in after], [s[1] for s in after]
     mt, mr = statistics.fmean(ts), statistics.fmean(rs)
     slope = sum((t - mt) * (r - mr) for t, r in zip(ts, rs)) / sum((t - mt) ** 2 for t in ts)

@@ -126,6 +126,11 @@ ABSL_FLAG(std::string, log_format, "text",
 ABSL_FLAG(bool, log_prompts, false,
           "Also write each request's prompt / text into the request log (off: prompts are never "
           "logged).");
+ABSL_FLAG(absl::Duration, heap_trim_interval, absl::Seconds(10),
+          "How often to check the heap and hand freed pages back to the kernel when enough "
+          "has piled up (keeps RSS flat under long, varied load); 0 = never.");
+ABSL_FLAG(int64_t, heap_trim_min_bytes, int64_t{64} << 20,
+          "Trim when the heap keeps this many more bytes free than after the last trim.");
 ABSL_FLAG(absl::Duration, grace_period, absl::Seconds(10),
           "On SIGTERM/SIGINT, how long in-flight calls may continue before they are cancelled.");
 
@@ -241,6 +246,8 @@ int main(int argc, char** argv) {
   options.reflection = absl::GetFlag(FLAGS_reflection);
   options.log_format = *log_format;
   options.log_prompts = absl::GetFlag(FLAGS_log_prompts);
+  options.heap_trim_interval = absl::GetFlag(FLAGS_heap_trim_interval);
+  options.heap_trim_min_bytes = absl::GetFlag(FLAGS_heap_trim_min_bytes);
   absl::StatusOr<std::unique_ptr<mnemo::server::MnemoServer>> server =
       mnemo::server::MnemoServer::Start(options);
   if (!server.ok()) {

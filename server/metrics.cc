@@ -130,6 +130,19 @@ Metrics::Metrics() : registry_(std::make_shared<prometheus::Registry>()) {
                                    "Bytes appended to session logs (one record per call).");
   sessions_on_disk_ = AddGauge(r, "mnemo_sessions_on_disk",
                                "Sessions in --session_dir (in memory or hibernated).");
+  resident_bytes_ = AddGauge(r, "mnemo_resident_bytes",
+                             "The server's resident memory (RSS), read with the heap's figures.");
+  heap_in_use_bytes_ =
+      AddGauge(r, "mnemo_heap_in_use_bytes", "Bytes the process has allocated and not freed.");
+  heap_free_bytes_ = AddGauge(r, "mnemo_heap_free_bytes",
+                              "Bytes freed but kept by the allocator for reuse (resident or not).");
+  heap_trims_ = add_counter("mnemo_heap_trims_total",
+                            "Times the server handed freed heap pages back to the kernel.");
+  heap_released_bytes_ = add_counter("mnemo_heap_released_bytes_total",
+                                     "Resident bytes those trims gave back.");
+  heap_trim_seconds_ = AddHistogram(r, "mnemo_heap_trim_seconds", "Time one trim took.",
+                                    {0.0001, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+                                     0.1, 0.25, 1});
   decode_batch_size_ = AddHistogram(r, "mnemo_decode_batch_size",
                                     "Streams decoded together in one batched decode step.",
                                     {1, 2, 4, 8, 16, 32, 64, 128, 256});
@@ -249,6 +262,18 @@ void Metrics::ObserveSessionRestore(absl::Duration latency) {
 
 void Metrics::ObserveSessionLog(int64_t bytes) {
   session_log_bytes_->Increment(static_cast<double>(bytes));
+}
+
+void Metrics::ObserveHeap(const util::HeapTrimmer::Check& check) {
+  resident_bytes_->Set(static_cast<double>(check.resident_bytes));
+  heap_in_use_bytes_->Set(static_cast<double>(check.usage.in_use));
+  heap_free_bytes_->Set(static_cast<double>(check.usage.free));
+  if (!check.trimmed) return;
+  heap_trims_->Increment();
+  if (check.released_bytes > 0) {
+    heap_released_bytes_->Increment(static_cast<double>(check.released_bytes));
+  }
+  heap_trim_seconds_->Observe(absl::ToDoubleSeconds(check.took));
 }
 
 void Metrics::ObserveKnnSearch(absl::Duration latency) {

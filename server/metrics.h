@@ -23,6 +23,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "engine/types.h"
+#include "engine/util/heap_trimmer.h"
 #include "server/metrics_http.h"
 
 namespace prometheus {
@@ -73,6 +74,8 @@ class Metrics {
   void ObserveSessionSnapshot(absl::Duration latency, int64_t bytes);
   void ObserveSessionRestore(absl::Duration latency);
   void ObserveSessionLog(int64_t bytes);
+  // The server's heap, every --heap_trim_interval (util::HeapTrimmer).
+  void ObserveHeap(const util::HeapTrimmer::Check& check);
   // The shared datastores' sizes (they never change once loaded).
   void SetDatastores(const std::vector<engine::DatastoreInfo>& datastores);
   void ObserveGenerateFinal(const engine::GenerateFinal& final, absl::Duration e2e);
@@ -116,6 +119,12 @@ class Metrics {
   prometheus::Counter* session_restores_ = nullptr;
   prometheus::Histogram* session_restore_seconds_ = nullptr;
   prometheus::Counter* session_log_bytes_ = nullptr;
+  prometheus::Gauge* resident_bytes_ = nullptr;
+  prometheus::Gauge* heap_in_use_bytes_ = nullptr;
+  prometheus::Gauge* heap_free_bytes_ = nullptr;
+  prometheus::Counter* heap_trims_ = nullptr;
+  prometheus::Counter* heap_released_bytes_ = nullptr;
+  prometheus::Histogram* heap_trim_seconds_ = nullptr;
   prometheus::Gauge* sessions_on_disk_ = nullptr;
   prometheus::Histogram* decode_batch_size_ = nullptr;
   prometheus::Family<prometheus::Gauge>* datastore_entries_ = nullptr;

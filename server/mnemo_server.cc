@@ -92,9 +92,16 @@ absl::StatusOr<std::unique_ptr<MnemoServer>> MnemoServer::Start(const ServerOpti
   if (!metrics.ok()) return metrics.status();
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials = Credentials(options);
   if (!credentials.ok()) return credentials.status();
+  if (options.heap_trim_min_bytes < 0) {
+    return absl::InvalidArgumentError("--heap_trim_min_bytes must be >= 0");
+  }
   std::unique_ptr<MnemoServer> server(new MnemoServer(
       *std::move(metrics),
       std::make_unique<RequestLog>(options.log_format, options.log_prompts, options.log_out)));
+  Metrics* observer = server->metrics_.get();
+  server->heap_trimmer_ = std::make_unique<util::HeapTrimmer>(
+      util::HeapTrimmer::Options{options.heap_trim_interval, options.heap_trim_min_bytes},
+      [observer](const util::HeapTrimmer::Check& check) { observer->ObserveHeap(check); });
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();

@@ -54,6 +54,10 @@ struct ServerOptions {
   RequestLog::Format log_format = RequestLog::Format::kOff;
   bool log_prompts = false;
   std::FILE* log_out = stderr;
+  // Hand freed heap pages back to the kernel every interval once this many more bytes are
+  // kept free than after the last trim (util::HeapTrimmer); interval <= 0 = never.
+  absl::Duration heap_trim_interval = absl::Seconds(10);
+  int64_t heap_trim_min_bytes = int64_t{64} << 20;
 };
 
 class MnemoServer {
@@ -93,6 +97,7 @@ class MnemoServer {
   // destructor.
   std::unique_ptr<Metrics> metrics_;
   std::unique_ptr<RequestLog> request_log_;
+  std::unique_ptr<util::HeapTrimmer> heap_trimmer_;  // reports to metrics_
   ServerState state_;
   GenerationService generation_;
   SessionsService sessions_;

@@ -459,7 +459,8 @@ class EndToEndTest(unittest.TestCase):
             self.assertEqual(response.status, 200)
             body = response.read().decode()
         for name in ("mnemo_time_to_first_token_seconds", "mnemo_generated_tokens_total",
-                     "mnemo_prompt_tokens_total", "mnemo_sessions"):
+                     "mnemo_prompt_tokens_total", "mnemo_sessions", "mnemo_resident_bytes",
+                     "mnemo_heap_trims_total"):
             self.assertIn(name, body)
         promtool = shutil.which("promtool")
         if promtool:

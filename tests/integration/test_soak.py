@@ -157,6 +157,25 @@ class SoakJudgeTest(unittest.TestCase):
         self.assertEqual(ledger.unexpected_total, 1)  # within busy_grace of the cut
         ledger.record("DeleteSession", "normal", "FAILED_PRECONDITION", "busy", "s", 20.0, 20.1)
         self.assertEqual(ledger.unexpected_total, 2)  # a cancelled Generate must let go
+        # So must a cut Score: the server stops it too (it used to run to its end).
+        ledger.record("Score.session", "deadline", "DEADLINE_EXCEEDED", "", "s", 30.0, 30.2)
+        ledger.record("DeleteSession", "normal", "FAILED_PRECONDITION", "busy", "s", 31.0, 31.1)
+        self.assertEqual(ledger.unexpected_total, 2)
+        ledger.record("DeleteSession", "normal", "FAILED_PRECONDITION", "busy", "s", 60.0, 60.1)
+        self.assertEqual(ledger.unexpected_total, 3)
+
+    def test_rss_growth_is_judged_on_windows_not_single_swings(self):
+        # 10 minutes sampled every 2 s, flat at 1000 MB with +-5% swings, warm-up 120 s; at the
+        # very end a swing to +20% (three samples of the last four: a median of 3 sees +20%).
+        swing = (0.95, 1.0, 1.05, 1.0)
+        samples = [[2.0 * i, 1000_000 * swing[i % 4]] for i in range(301)]
+        samples[-1][1] = samples[-2][1] = samples[-4][1] = 1_200_000
+        flat = soak_server.rss_figures(samples, 120.0, 600.0)
+        self.assertLess(abs(flat["growth_pct"]), 1.0)
+        # Real growth is still seen: +10% over the run.
+        rising = [[t, 1000_000 * (1 + 0.1 * t / 600)] for t, _ in samples]
+        grown = soak_server.rss_figures(rising, 120.0, 600.0)
+        self.assertGreater(grown["growth_pct"], 6.0)
 
     def test_log_scan(self):
         lines = [
