@@ -43,16 +43,28 @@ set(MNEMO_TORCH_LIBS ${TORCH_LIBRARIES})
 # CMakeLists.txt, when every target exists. -DMNEMO_TORCH_PCH=OFF turns it off.
 option(MNEMO_TORCH_PCH "Share one precompiled LibTorch header between targets" ON)
 
+# Memoised walks (links, includes): inside a function, return the answer cached under KEY in
+# OUT if there is one; else mark KEY FALSE (which breaks cycles) and carry on.
+macro(_mnemo_return_if_known key out)
+  get_property(_mnemo_known GLOBAL PROPERTY ${key} SET)
+  if(_mnemo_known)
+    get_property(_mnemo_value GLOBAL PROPERTY ${key})
+    set(${out} ${_mnemo_value} PARENT_SCOPE)
+    return()
+  endif()
+  set_property(GLOBAL PROPERTY ${key} FALSE)
+endmacro()
+
+# Caches VALUE under KEY and returns it in OUT (the end of a memoised walk).
+macro(_mnemo_remember key out value)
+  set_property(GLOBAL PROPERTY ${key} ${value})
+  set(${out} ${value} PARENT_SCOPE)
+endmacro()
+
 # True in OUT when TARGET links LIB (a target name), directly or through its dependencies.
 function(_mnemo_links target lib out)
   set(key _MNEMO_LINKS_${lib}_${target})
-  get_property(known GLOBAL PROPERTY ${key} SET)
-  if(known)
-    get_property(result GLOBAL PROPERTY ${key})
-    set(${out} ${result} PARENT_SCOPE)
-    return()
-  endif()
-  set_property(GLOBAL PROPERTY ${key} FALSE)  # breaks cycles
+  _mnemo_return_if_known(${key} ${out})
   set(result FALSE)
   if(target STREQUAL lib)
     set(result TRUE)
@@ -83,21 +95,14 @@ function(_mnemo_links target lib out)
       endif()
     endforeach()
   endif()
-  set_property(GLOBAL PROPERTY ${key} ${result})
-  set(${out} ${result} PARENT_SCOPE)
+  _mnemo_remember(${key} ${out} ${result})
 endfunction()
 
 # True in OUT when FILE includes a LibTorch header (<torch/...>, <ATen/...>, <c10/...>), itself
 # or through the repository's own headers ("engine/...", relative to the source root).
 function(_mnemo_reaches_torch file out)
   set(key _MNEMO_REACHES_TORCH_${file})
-  get_property(known GLOBAL PROPERTY ${key} SET)
-  if(known)
-    get_property(result GLOBAL PROPERTY ${key})
-    set(${out} ${result} PARENT_SCOPE)
-    return()
-  endif()
-  set_property(GLOBAL PROPERTY ${key} FALSE)  # breaks include cycles
+  _mnemo_return_if_known(${key} ${out})
   set(result FALSE)
   file(STRINGS ${file} includes REGEX "^#include [<\"]")
   foreach(line IN LISTS includes)
@@ -115,8 +120,7 @@ function(_mnemo_reaches_torch file out)
       endif()
     endif()
   endforeach()
-  set_property(GLOBAL PROPERTY ${key} ${result})
-  set(${out} ${result} PARENT_SCOPE)
+  _mnemo_remember(${key} ${out} ${result})
 endfunction()
 
 function(_mnemo_collect_targets dir out)
