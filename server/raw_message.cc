@@ -56,11 +56,18 @@ bool TakesWireType(const FieldDescriptor& field, int wire) {
 // Walks the wire encoding of a `type` message (its field names prefixed with `prefix`) and
 // returns INVALID_ARGUMENT naming the first dotted field that protobuf would misread: one sent
 // with a wire type it does not take, or a string holding invalid UTF-8 (which protobuf refuses
-// without naming it). OK when there is none, or when the bytes do not parse (ParseRequest then
-// says so). Field numbers the type does not have are skipped: a newer client's fields.
-absl::Status CheckFields(std::string_view data, const Descriptor* type,
+// without naming it). OK when there is none. Sets `*malformed` (and returns OK) when the bytes
+// do not parse at all: a value or length running past its message, a zero tag, a broken varint;
+// ParseRequest then refuses them without handing them to protobuf, whose string reader would log
+// a UTF-8 error before noticing the overrun. Field numbers the type does not have are skipped: a
+// newer client's fields. Below 16 levels of nesting the walk stops and protobuf has the last word.
+absl::Status CheckFields(std::string_view data, const Descriptor* type, bool* malformed,
                          absl::string_view prefix = "", int depth = 0) {
   if (depth > 16) return absl::OkStatus();
+  const auto give_up = [malformed] {
+    *malformed = true;
+    return absl::OkStatus();
+  };
   google::protobuf::io::CodedInputStream input(reinterpret_cast<const uint8_t*>(data.data()),
                                                static_cast<int>(data.size()));
   while (uint32_t tag = input.ReadTag()) {
@@ -78,15 +85,13 @@ absl::Status CheckFields(std::string_view data, const Descriptor* type,
                       (field->type() == FieldDescriptor::TYPE_STRING ||
                        field->type() == FieldDescriptor::TYPE_MESSAGE);
     if (!walk) {
-      if (!WireFormatLite::SkipField(&input, tag)) return absl::OkStatus();
+      if (!WireFormatLite::SkipField(&input, tag)) return give_up();
       continue;
     }
     uint32_t length = 0;
-    if (!input.ReadVarint32(&length)) return absl::OkStatus();
+    if (!input.ReadVarint32(&length)) return give_up();
     const int start = input.CurrentPosition();
-    if (length > data.size() - start || !input.Skip(static_cast<int>(length))) {
-      return absl::OkStatus();
-    }
+    if (length > data.size() - start || !input.Skip(static_cast<int>(length))) return give_up();
     const std::string_view value = data.substr(start, length);
     const std::string name = absl::StrCat(prefix, field->name());
     if (field->type() == FieldDescriptor::TYPE_STRING) {
@@ -96,9 +101,11 @@ absl::Status CheckFields(std::string_view data, const Descriptor* type,
       continue;
     }
     absl::Status inner =
-        CheckFields(value, field->message_type(), absl::StrCat(name, "."), depth + 1);
-    if (!inner.ok()) return inner;
+        CheckFields(value, field->message_type(), malformed, absl::StrCat(name, "."), depth + 1);
+    if (!inner.ok() || *malformed) return inner;
   }
+  // ReadTag answers 0 at the end of the bytes, and for a zero tag (never valid) before it.
+  if (input.CurrentPosition() != static_cast<int>(data.size())) return give_up();
   return absl::OkStatus();
 }
 
@@ -117,8 +124,11 @@ absl::Status ParseRequest(const grpc::ByteBuffer& bytes, google::protobuf::Messa
   // Checked before parsing (a linear scan, like protobuf's own UTF-8 check) so that a bad
   // request is named precisely: protobuf would refuse invalid UTF-8 without naming the field
   // (logging an error per request) and would drop a value sent with the wrong wire type.
-  if (absl::Status fields = CheckFields(data, out->GetDescriptor()); !fields.ok()) return fields;
-  if (out->ParseFromString(data)) return absl::OkStatus();
+  bool malformed = false;
+  if (absl::Status fields = CheckFields(data, out->GetDescriptor(), &malformed); !fields.ok()) {
+    return fields;
+  }
+  if (!malformed && out->ParseFromString(data)) return absl::OkStatus();
   return absl::InvalidArgumentError(
       absl::StrCat("request is not a valid ", out->GetDescriptor()->full_name()));
 }
