@@ -45,7 +45,7 @@ subprocess.run(["bash", os.path.join(_ROOT, "clients", "python", "generate_stubs
 import grpc  # noqa: E402
 from google.protobuf import descriptor as _descriptor  # noqa: E402
 
-import test_e2e as e2e  # noqa: E402  (the server helpers; its tests are not collected here)
+import server_harness as harness  # noqa: E402
 from bad_input_table import (  # noqa: E402
     CANARY, INT32_MAX, INVALID, MAX_NEW_TOKENS, MAX_REQUEST_BYTES, RESOURCE_EXHAUSTED, SERVER_ARGS,
     SID, base_requests, build_table)
@@ -196,8 +196,8 @@ class BadInputTest(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        assert MAX_NEW_TOKENS == e2e.MAX_NEW_TOKENS_CAP, "the table's cap is the server's flag"
-        for path in (e2e.SERVER, e2e.MODEL_TOOL):
+        assert MAX_NEW_TOKENS == harness.MAX_NEW_TOKENS_CAP, "the table's cap is the server's flag"
+        for path in (harness.SERVER, harness.MODEL_TOOL):
             if not os.access(path, os.X_OK):
                 raise RuntimeError(f"missing binary {path} (build with scripts/build.sh)")
         workdir = tempfile.mkdtemp(prefix="mnemo-bad-input-")
@@ -208,10 +208,10 @@ class BadInputTest(unittest.TestCase):
         cls.canary = os.path.join(workdir, CANARY + ".snap")
         with open(cls.canary, "wb") as f:
             f.write(b"not a snapshot: a file outside --session_dir")
-        server = e2e.ServerProcess(workdir, SERVER_ARGS + ["--session_dir", cls.session_dir])
+        server = harness.ServerProcess(workdir, SERVER_ARGS + ["--session_dir", cls.session_dir])
         cls.addClassCleanup(server.stop)
         server.start()
-        client = e2e.Client(server.address, timeout=60)
+        client = harness.Client(server.address, timeout=60)
         cls.addClassCleanup(client.close)
         server.wait_serving(client)
         cls.server, cls.client = server, client

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """mnemo-bench against the real mnemo-server: structure and invariants of its outputs.
 
-Starts mnemo-server on a tiny random model (the same helper as test_e2e.py), runs
+Starts mnemo-server on a tiny random model (server_harness.py), runs
 build/clients/cpp/mnemo-bench with small numbers and checks what it reports: request and token
 counts, percentile order, the JSON document, the PNG, the exit status and the error paths
 (nothing listening, invalid flags, --max_errors, Ctrl-C). No timing is asserted.
@@ -23,11 +23,11 @@ import unittest
 _HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, _HERE)
 
-import test_e2e as e2e  # noqa: E402  (the server helpers; its tests are not collected here)
+import server_harness as harness  # noqa: E402
 
-BENCH = os.environ.get("MNEMO_BENCH", os.path.join(e2e._BUILD, "clients", "cpp", "mnemo-bench"))
+BENCH = os.environ.get("MNEMO_BENCH", os.path.join(harness.BUILD, "clients", "cpp", "mnemo-bench"))
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-MODEL_LAYERS = 2  # what e2e.ServerProcess.write_model creates
+MODEL_LAYERS = 2  # what harness.ServerProcess.write_model creates
 
 
 def run_bench(*args, timeout=120):
@@ -78,10 +78,10 @@ class BenchAgainstServerTest(BenchTestBase):
 
     @classmethod
     def setUpClass(cls):
-        for path in (e2e.SERVER, e2e.MODEL_TOOL):
+        for path in (harness.SERVER, harness.MODEL_TOOL):
             if not os.access(path, os.X_OK):
                 raise RuntimeError(f"missing binary {path} (build with scripts/build.sh)")
-        cls.server, cls.client = e2e._start_server(cls)
+        cls.server, cls.client = harness.start_server(cls)
 
     def setUp(self):
         super().setUp()
@@ -222,7 +222,7 @@ class BenchAgainstServerTest(BenchTestBase):
         report, and returns its level."""
         proc = subprocess.Popen(
             [BENCH, "--target", self.server.address, "--concurrency", "2", "--requests", "1000",
-             "--warmup", "0", "--max_new_tokens", str(e2e.MAX_NEW_TOKENS_CAP),
+             "--warmup", "0", "--max_new_tokens", str(harness.MAX_NEW_TOKENS_CAP),
              "--json", self.path("out.json")],
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         try:
@@ -267,7 +267,7 @@ class BenchErrorTest(BenchTestBase):
     """Errors without a server: nothing listening, bad flags."""
 
     def test_nothing_listening_counts_unavailable(self):
-        target = f"127.0.0.1:{e2e._free_port()}"  # free, so nothing listens there
+        target = f"127.0.0.1:{harness.free_port()}"  # free, so nothing listens there
         result = run_bench("--target", target, "--concurrency", 2, "--requests", 2,
                            "--warmup", 0, "--json", self.path("out.json"),
                            "--plot", self.path("out.png"))
@@ -284,7 +284,7 @@ class BenchErrorTest(BenchTestBase):
         self.assert_png()  # drawn even so, with its empty panels labelled
 
     def test_max_errors_stops_a_timed_run(self):
-        target = f"127.0.0.1:{e2e._free_port()}"
+        target = f"127.0.0.1:{harness.free_port()}"
         result = run_bench("--target", target, "--concurrency", "1,4", "--duration", "60s",
                            "--max_errors", 5, "--progress=false", timeout=60)
         self.assertEqual(result.returncode, 1, describe(result))
@@ -295,7 +295,7 @@ class BenchErrorTest(BenchTestBase):
         self.assertNotIn("4 streams", result.stdout.decode())
 
     def test_reuse_without_server_is_a_clear_error(self):
-        target = f"127.0.0.1:{e2e._free_port()}"
+        target = f"127.0.0.1:{harness.free_port()}"
         result = run_bench("--target", target, "--sessions", "reuse", "--requests", 1)
         self.assertEqual(result.returncode, 1, describe(result))
         self.assertIn("cannot create session 1 of 1", result.stderr.decode())

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """kNN-LM serving end to end: mnemo-index, mnemo-server --datastore and the Python client.
 
-Writes a tiny random model (test_e2e.py's helper), builds a shared datastore from a tiny corpus
+Writes a tiny random model (server_harness.py), builds a shared datastore from a tiny corpus
 with the real mnemo-index, serves it under two names (built-in defaults, and defaults set in
 the flag), and checks through mnemo_client: ListDatastores/GetDatastore, Score with and without
 knn_lm, a session's private datastore recalling added text under greedy decoding, the error
@@ -29,11 +29,11 @@ sys.path.insert(0, _HERE)
 
 import grpc  # noqa: E402
 
-import test_e2e as e2e  # noqa: E402  (the server helpers; its tests are not collected here)
+import server_harness as harness  # noqa: E402
 from mnemo_client import Client, KnnLm, MnemoError  # noqa: E402
 from mnemo_client import _stubs  # noqa: E402
 
-INDEX = os.environ.get("MNEMO_INDEX", os.path.join(e2e._BUILD, "tools", "mnemo-index"))
+INDEX = os.environ.get("MNEMO_INDEX", os.path.join(harness.BUILD, "tools", "mnemo-index"))
 
 # The corpus: three small "documents" of distinct text. Its byte count is the datastore's
 # entry count (mnemo-index makes one entry per byte).
@@ -66,7 +66,7 @@ def _check_binaries(*paths):
 
 def _write_model(model_dir, seed):
     subprocess.run(
-        [e2e.MODEL_TOOL, "init", "--out", model_dir, "--layers", "2", "--d_model", "64",
+        [harness.MODEL_TOOL, "init", "--out", model_dir, "--layers", "2", "--d_model", "64",
          "--heads", "2", "--seg_len", "16", "--mem_len", "32", "--cmem_len", "8",
          "--seed", str(seed)],
         check=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=120)
@@ -110,7 +110,7 @@ class _Fixture:
     another model (same shape and name, other weights) with a datastore of its own."""
     workdir = ""
     corpus_dir = ""
-    model_dir = ""        # the served model (what e2e.ServerProcess would write)
+    model_dir = ""        # the served model (what harness.ServerProcess would write)
     datastore_dir = ""
     manifest = {}
     other_datastore_dir = ""
@@ -118,7 +118,7 @@ class _Fixture:
 
 
 def setUpModule():
-    _check_binaries(e2e.SERVER, e2e.MODEL_TOOL, INDEX)
+    _check_binaries(harness.SERVER, harness.MODEL_TOOL, INDEX)
     f = _Fixture
     f.workdir = tempfile.mkdtemp(prefix="mnemo-datastores-")
     unittest.addModuleCleanup(shutil.rmtree, f.workdir, ignore_errors=True)
@@ -144,7 +144,7 @@ class DatastoresTest(unittest.TestCase):
         cls.datastore_dir = _Fixture.datastore_dir
         cls.manifest = _Fixture.manifest
         tuned = ",".join(f"{key}={value}" for key, value in TUNED_DEFAULTS.items())
-        server = e2e.ServerProcess(cls.workdir, extra_args=[
+        server = harness.ServerProcess(cls.workdir, extra_args=[
             "--datastore", f"{SHARED}={cls.datastore_dir}",
             f"--datastore={TUNED}={cls.datastore_dir},{tuned},nprobe=1",
             "--max_session_datastore_entries", str(SESSION_LIMIT)])
@@ -411,11 +411,11 @@ class DatastoreStartupTest(unittest.TestCase):
     def run_server(self, *args):
         """Runs mnemo-server expecting it to exit by itself; returns (exit code, output)."""
         result = subprocess.run(
-            [e2e.SERVER, "--model", _Fixture.model_dir,
-             "--listen", f"127.0.0.1:{e2e._free_port()}", "--metrics_listen=", "--threads", "1"]
+            [harness.SERVER, "--model", _Fixture.model_dir,
+             "--listen", f"127.0.0.1:{harness.free_port()}", "--metrics_listen=", "--threads", "1"]
             + list(args),
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            timeout=120, preexec_fn=e2e._die_with_parent)
+            timeout=120, preexec_fn=harness.die_with_parent)
         return result.returncode, result.stdout.decode(errors="replace")
 
     def test_datastore_of_another_model_is_refused(self):

@@ -31,7 +31,7 @@ sys.path.insert(0, _HERE)
 
 import grpc  # noqa: E402
 
-import test_e2e as e2e  # noqa: E402  (the server helpers; its tests are not collected here)
+import server_harness as harness  # noqa: E402
 from mnemo_client import Client, MnemoError  # noqa: E402
 
 SESSIONS = 16
@@ -89,7 +89,7 @@ class DurabilityDrillTest(unittest.TestCase):
         self.session_dir = os.path.join(self.workdir, "sessions")
 
     def start(self):
-        server = e2e.ServerProcess(self.workdir, ["--session_dir", self.session_dir])
+        server = harness.ServerProcess(self.workdir, ["--session_dir", self.session_dir])
         self.addCleanup(server.stop)
         server.start()
         client = Client(server.address, timeout=60)
@@ -197,7 +197,7 @@ class DurabilityDrillTest(unittest.TestCase):
 
         # The CLI: export to a file, import under a new id.
         path = os.path.join(self.workdir, "origin.snap")
-        cli = [e2e.CLI, "--address", server.address, "--timeout", "30s"]
+        cli = [harness.CLI, "--address", server.address, "--timeout", "30s"]
         out = subprocess.run(cli + ["session", "export", "origin", path], capture_output=True,
                              timeout=60)
         self.assertEqual(out.returncode, 0, out.stderr)

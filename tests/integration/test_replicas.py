@@ -31,7 +31,7 @@ sys.path.insert(0, _HERE)
 
 import grpc  # noqa: E402
 
-import test_e2e as e2e  # noqa: E402  (the server helpers; its tests are not collected here)
+import server_harness as harness  # noqa: E402
 from mnemo_client import Client, MnemoError  # noqa: E402
 
 NGINX = "/usr/sbin/nginx"
@@ -104,13 +104,13 @@ class ReplicaFailoverTest(unittest.TestCase):
         self.workdir = tempfile.mkdtemp(prefix="mnemo-replicas-")
         self.addCleanup(shutil.rmtree, self.workdir, ignore_errors=True)
         session_dir = os.path.join(self.workdir, "sessions")
-        model_writer = e2e.ServerProcess(self.workdir)
+        model_writer = harness.ServerProcess(self.workdir)
         model_writer.write_model()
         self.replicas = []
         for i in range(REPLICAS):
             home = os.path.join(self.workdir, f"replica-{i}")
             os.makedirs(home)
-            server = e2e.ServerProcess(home, ["--session_dir", session_dir])
+            server = harness.ServerProcess(home, ["--session_dir", session_dir])
             server.model_dir = model_writer.model_dir
             self.addCleanup(server.stop)
             server.start()
@@ -118,7 +118,7 @@ class ReplicaFailoverTest(unittest.TestCase):
         for server in self.replicas:
             with Client(server.address, timeout=60) as c:
                 server.wait_serving(c)
-        self.router_port = e2e._free_port()
+        self.router_port = harness.free_port()
         servers = "\n".join(f"        server {s.address} max_fails=1 fail_timeout=30s;"
                             for s in self.replicas)
         for sub in ("body", "proxy", "fastcgi", "uwsgi", "scgi"):
@@ -128,7 +128,7 @@ class ReplicaFailoverTest(unittest.TestCase):
             f.write(NGINX_CONF.format(dir=self.workdir, servers=servers, port=self.router_port))
         self.nginx = subprocess.Popen([NGINX, "-p", self.workdir, "-c", conf],
                                       stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
-                                      preexec_fn=e2e._die_with_parent)
+                                      preexec_fn=harness.die_with_parent)
         self.addCleanup(self._stop_nginx)
         self.router = f"127.0.0.1:{self.router_port}"
         with Client(self.router, timeout=5) as c:

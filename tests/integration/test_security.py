@@ -19,7 +19,6 @@ import ssl
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import unittest
 import urllib.request
@@ -29,11 +28,11 @@ sys.path.insert(0, _HERE)
 
 import grpc  # noqa: E402
 
-import test_e2e as e2e  # noqa: E402  (the server helpers; its tests are not collected here)
+import server_harness as harness  # noqa: E402
 from mnemo_client import Client, MnemoError  # noqa: E402
 from mnemo_client import _stubs  # noqa: E402
 
-BENCH = os.environ.get("MNEMO_BENCH", os.path.join(e2e._BUILD, "clients", "cpp", "mnemo-bench"))
+BENCH = os.environ.get("MNEMO_BENCH", os.path.join(harness.BUILD, "clients", "cpp", "mnemo-bench"))
 KEY_A = "team-a-secret-key-1"
 KEY_B = "team-b-secret-key-2"
 SECRET_PROMPT = "zebra-quartz secret prompt text"
@@ -83,7 +82,7 @@ class SecureServerTest(unittest.TestCase):
         c = cls.cert
         workdir = tempfile.mkdtemp(prefix="mnemo-security-")
         cls.addClassCleanup(subprocess.run, ["rm", "-rf", workdir])
-        cls.server = e2e.ServerProcess(workdir, [
+        cls.server = harness.ServerProcess(workdir, [
             "--tls_cert", c("server.pem"), "--tls_key", c("server.key"),
             "--tls_client_ca", c("ca.pem"), "--auth_keys", cls.keys, "--log_format", "json",
             "--metrics_tls"])
@@ -183,7 +182,7 @@ class SecureServerTest(unittest.TestCase):
         self.assertNotIn("tenant", refused[0])
 
     def test_cli_over_mutual_tls_with_key_from_the_environment(self):
-        args = [e2e.CLI, "--address", self.server.address, "--tls_ca", self.cert("ca.pem"),
+        args = [harness.CLI, "--address", self.server.address, "--tls_ca", self.cert("ca.pem"),
                 "--tls_cert", self.cert("client.pem"), "--tls_key", self.cert("client.key")]
         env = dict(os.environ, MNEMO_API_KEY=KEY_B)
         made = subprocess.run(args + ["--id", "cli-tls", "session", "create"], env=env,
@@ -241,7 +240,7 @@ class ReloadTest(unittest.TestCase):
         cls.addClassCleanup(subprocess.run, ["rm", "-rf", cls.dir])
         cls.keys = os.path.join(cls.dir, "keys.json")
         _write_keys(cls.keys, [("team-a", KEY_A, {}), ("team-b", KEY_B, {})])
-        cls.server = e2e.ServerProcess(cls.dir, ["--auth_keys", cls.keys, "--reflection=false"])
+        cls.server = harness.ServerProcess(cls.dir, ["--auth_keys", cls.keys, "--reflection=false"])
         cls.addClassCleanup(cls.server.stop)
         cls.server.start()
         probe = Client(cls.server.address, timeout=30, api_key="")
