@@ -11,12 +11,11 @@ DatastoreAddTask::DatastoreAddTask(uint64_t id, engine::AddToDatastoreOptions op
                                    session::Session* session,
                                    const tokenizer::Tokenizer& tokenizer,
                                    std::function<bool()> cancelled)
-    : Task(id, session),
+    : Task(id, session, std::move(cancelled)),
       options_(std::move(options)),
       max_entries_(max_entries),
       model_id_(std::move(model_id)),
-      done_(std::move(done)),
-      cancelled_(std::move(cancelled)) {
+      done_(std::move(done)) {
   tokens_ = tokenizer.Encode(options_.text);
 }
 

@@ -37,7 +37,6 @@ class DatastoreAddTask : public Task {
 
   bool Step(StepContext& ctx) override;
   void Abort(const absl::Status& status, absl::Time now) override;
-  bool cancelled() const override { return cancelled_ && cancelled_(); }
 
  private:
   void Fail(absl::Status status);
@@ -46,7 +45,6 @@ class DatastoreAddTask : public Task {
   const int64_t max_entries_;
   const std::string model_id_;
   Done done_;
-  const std::function<bool()> cancelled_;
   bool started_ = false;
   session::SequenceState scratch_;  // the text's own fresh memory
   std::vector<int> tokens_;

@@ -10,12 +10,11 @@ ScoreTask::ScoreTask(uint64_t id, engine::ScoreOptions options, std::optional<Kn
                      Done done, session::Session* session,
                      const tokenizer::Tokenizer& tokenizer, int64_t recall_capacity,
                      std::function<bool()> cancelled)
-    : Task(id, session),
+    : Task(id, session, std::move(cancelled)),
       options_(std::move(options)),
       knn_lm_(std::move(knn_lm)),
       recall_capacity_(recall_capacity),
       done_(std::move(done)),
-      cancelled_(std::move(cancelled)),
       tokenizer_(tokenizer) {
   const bool from_ids = !options_.token_ids.empty();
   tokens_ = from_ids ? options_.token_ids : tokenizer.Encode(options_.text);

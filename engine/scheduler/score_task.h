@@ -35,7 +35,6 @@ class ScoreTask : public Task {
 
   bool Step(StepContext& ctx) override;
   void Abort(const absl::Status& status, absl::Time now) override;
-  bool cancelled() const override { return cancelled_ && cancelled_(); }
 
  private:
   bool uses_session_state() const { return session() != nullptr && options_.update_memory; }
@@ -47,7 +46,6 @@ class ScoreTask : public Task {
   const int64_t recall_capacity_;
   RecallPlan recall_;  // resolved by the first step
   Done done_;
-  const std::function<bool()> cancelled_;
   bool started_ = false;
   session::SequenceState own_;  // one-shot state, or the copy scored without updating memory
   const tokenizer::Tokenizer& tokenizer_;

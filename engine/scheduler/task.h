@@ -74,7 +74,9 @@ class Task {
   virtual bool PrefillsAnywhere() const { return false; }
   // True when the client gave up (a cancelled stream): the scheduler finishes the task
   // (through Step) even before it starts running.
-  virtual bool cancelled() const { return false; }
+  // The default answers the cancel check the task was made with (unary requests: Score,
+  // AddToSessionDatastore); none = never.
+  virtual bool cancelled() const { return cancelled_ && cancelled_(); }
   // Once the task has finished: its one-shot sequence's memory, made by Model::NewMemory with
   // the scheduler's memory options, for its memory::MemoryPool; an empty placeholder when it
   // has none (session tasks, and tasks whose memory is a copy or was never made).
@@ -92,7 +94,8 @@ class Task {
   void set_commit(CommitFn commit) { commit_ = std::move(commit); }
 
  protected:
-  Task(uint64_t id, session::Session* session) : id_(id), session_(session) {}
+  Task(uint64_t id, session::Session* session, std::function<bool()> cancelled = {})
+      : id_(id), session_(session), cancelled_(std::move(cancelled)) {}
 
   // Commits the session's state, then runs `deliver` with the outcome: inline (OK) for
   // one-shot tasks and without a CommitFn, else once the commit is on disk, on the journal's
@@ -106,6 +109,7 @@ class Task {
  private:
   const uint64_t id_;
   session::Session* const session_;
+  const std::function<bool()> cancelled_;
   CommitFn commit_;
 };
 
