@@ -11,9 +11,9 @@
 #
 # Any sanitizer report fails the run (halt_on_error / abort); the reports are in the CTest log
 # (build-*/ctest.log). Only the targets the chosen suites need are built.
-# ThreadSanitizer needs every lock instrumented: `tsan` first builds Debian's Abseil with TSan
-# into build-tsan/abseil (scripts/tsan_abseil.sh, once, ~6 minutes) and builds and runs against
-# it, gRPC's locks included.
+# ThreadSanitizer needs every lock instrumented: `tsan` first builds Debian's Abseil and gRPC
+# with TSan into build-tsan/tsan-libs (scripts/tsan_libs.sh, once, ~20 minutes on 2 cores) and
+# builds and runs against them.
 # Environment: MNEMO_JOBS (default nproc), MNEMO_SANITIZE_BUILD_DIR (default build-asan /
 # build-tsan under the repository root).
 set -euo pipefail
@@ -53,12 +53,12 @@ fi
 bash "$root/scripts/setup.sh"
 extra_configure=()
 if [ "$mode" = tsan ]; then
-  absl_prefix="$build_dir/abseil"
-  MNEMO_JOBS="$jobs" bash "$root/scripts/tsan_abseil.sh" "$absl_prefix"
-  extra_configure+=(-Dabsl_DIR="$absl_prefix/lib/cmake/absl")
+  libs_prefix="$build_dir/tsan-libs"
+  MNEMO_JOBS="$jobs" bash "$root/scripts/tsan_libs.sh" "$libs_prefix"
+  extra_configure+=(-Dabsl_DIR="$libs_prefix/lib/cmake/absl")
   # Every process of the run (test binaries, the servers integration tests start) loads the
-  # instrumented libraries before the system's; those of the same SONAME are then shared.
-  export LD_LIBRARY_PATH="$absl_prefix/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  # instrumented libraries before the system's: same SONAMEs, so they stand in for them.
+  export LD_LIBRARY_PATH="$libs_prefix/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 fi
 export CCACHE_DIR="${CCACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/ccache}"
 export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$root}"
