@@ -75,8 +75,11 @@ echo "sanitize: built in $(( $(date +%s) - start ))s"
 
 supp="$root/scripts/sanitizers"
 # Leak checking is off: LibTorch, gRPC and OpenMP keep process-lifetime allocations that
-# LeakSanitizer reports at exit; use-after-free, overflows and UB stay fatal.
-export ASAN_OPTIONS="detect_leaks=0:abort_on_error=1:detect_stack_use_after_return=0:${ASAN_OPTIONS:-}"
+# LeakSanitizer reports at exit; use-after-free, overflows and UB stay fatal. An allocation
+# too large to satisfy fails as it does without ASan (a null from the allocator, which
+# LibTorch turns into an error that mnemo reports) instead of aborting the process: tests
+# check that a memory that cannot fit is refused at creation.
+export ASAN_OPTIONS="detect_leaks=0:abort_on_error=1:detect_stack_use_after_return=0:allocator_may_return_null=1:${ASAN_OPTIONS:-}"
 export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:suppressions=$supp/ubsan.supp:${UBSAN_OPTIONS:-}"
 export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$supp/tsan.supp:${TSAN_OPTIONS:-}"
 # The child processes integration tests start inherit these.

@@ -8,7 +8,8 @@ call is sent in one of four modes (soak_load.py):
   normal      72%  a 120 s deadline; must end OK
   deadline    12%  a 2-300 ms deadline; OK or DEADLINE_EXCEEDED
   cancel      12%  the client cancels (a stream after 0-8 chunks, a unary call after 0-30 ms)
-  disconnect   4%  a stream on its own channel, the channel closed mid-stream
+  disconnect   4%  a stream on its own channel, the channel closed mid-stream (and the
+                   first call of two streams, so that every run has some)
 and every ~4 s a child process holding three Generate streams (one on a session) is SIGKILLed
 mid-stream (its session must then become deletable), and a CreateSession, Score or Generate is
 opened and reset before its request message is sent (HTTP/2 HEADERS then RST_STREAM: the

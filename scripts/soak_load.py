@@ -25,6 +25,7 @@ CHANNELS = 8
 SESSION_HEADER = "x-mnemo-session"
 FINISHED = (generation_pb2.FINISH_REASON_LENGTH, generation_pb2.FINISH_REASON_STOP,
             generation_pb2.FINISH_REASON_EOS)
+OPENING_DISCONNECTS = 2  # streams whose first call is a disconnect, whatever the draw
 MODES = (("normal", 0.72), ("deadline", 0.12), ("cancel", 0.12), ("disconnect", 0.04))
 # The codes each mode may end with, before the session rules and the limits.
 MODE_CODES = {"normal": {"OK"}, "deadline": {"OK", "DEADLINE_EXCEEDED"},
@@ -189,8 +190,10 @@ class Load:
         return f"{self.prefix}-{kind}-{self.serial}"
 
     async def call(self, rpc, method, request, mode, sid="", stream=False, channel=None,
-                   max_tokens=0, delete_entry=None):
-        """One call in `mode`; records it and returns (code, response or None unless OK)."""
+                   max_tokens=0, delete_entry=None, cut_after=None):
+        """One call in `mode`; records it and returns (code, response or None unless OK). A
+        cancelled or disconnected stream is cut after `cut_after` chunks (default: 0-8, 0 =
+        on a timer before the first)."""
         rng = self.rng
         timeout = (10 ** rng.uniform(-2.7, -0.5)) if mode == "deadline" else NORMAL_TIMEOUT_S
         metadata = ((SESSION_HEADER, sid),) if sid else None
@@ -207,7 +210,8 @@ class Load:
         response, tokens, last = None, 0, None
         try:
             if stream:
-                cut_after = rng.randint(0, 8) if mode in ("cancel", "disconnect") else -1
+                if cut_after is None:
+                    cut_after = rng.randint(0, 8) if mode in ("cancel", "disconnect") else -1
                 if cut_after == 0:
                     handle = loop.call_later(rng.uniform(0, 0.2), self._cut, call, channel)
                 chunks = 0
@@ -267,9 +271,9 @@ class Load:
 
     # Individual operations. `ch` is a channel of the shared set.
 
-    async def generate(self, ch, sid, mode):
+    async def generate(self, ch, sid, mode, max_tokens=None, cut_after=None):
         rng = self.rng
-        max_tokens = rng.choice((1, 8, 32, 64, 128))
+        max_tokens = max_tokens or rng.choice((1, 8, 32, 64, 128))
         request = generation_pb2.GenerateRequest(
             session_id=sid, prompt=text(rng, 1, 200), max_new_tokens=max_tokens)
         request.sampling.temperature = rng.choice((0.0, 0.7, 1.0))
@@ -280,7 +284,7 @@ class Load:
         stub = generation_pb2_grpc.GenerationStub(own or ch)
         rpc = "Generate.session" if sid else "Generate.oneshot"
         await self.call(rpc, stub.Generate, request, mode, sid, stream=True, channel=own,
-                        max_tokens=max_tokens)
+                        max_tokens=max_tokens, cut_after=cut_after)
 
     async def score(self, ch, sid, mode):
         rng = self.rng
@@ -364,6 +368,11 @@ class Load:
         rng = random.Random(self.rng.random())
         ch = self.channels[index % CHANNELS]
         own, budget = None, 0
+        if index < OPENING_DISCONNECTS:
+            # Disconnects are 4% of the streams, too few to count on in a short run against a
+            # slow server (a sanitizer build): the first streams open with one, cut after the
+            # first of 128 tokens, so every drill has some whatever its throughput.
+            await self.generate(ch, "", "disconnect", max_tokens=128, cut_after=1)
         while not self.stopping():
             if index % 2 == 0 and own is None:
                 own = await self.create(ch, f"w{index}")
