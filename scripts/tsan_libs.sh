@@ -67,6 +67,17 @@ build_logged() {
   }
 }
 
+# configure_tsan SOURCE_DIR BUILD_DIR CMAKE_ARGS...: as Debian configures (C++17, shared
+# libraries, optimised with debug info) plus TSan.
+configure_tsan() {
+  local source="$1" build="$2"
+  shift 2
+  cmake -S "$source" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DCMAKE_CXX_STANDARD=17 -DBUILD_SHARED_LIBS=ON \
+    -DCMAKE_C_FLAGS="$tsan_flags" -DCMAKE_CXX_FLAGS="$tsan_flags" \
+    -DCMAKE_SHARED_LINKER_FLAGS="-fsanitize=thread" "$@" >/dev/null
+}
+
 work="$prefix.src"
 mkdir -p "$work"
 
@@ -75,11 +86,8 @@ if [ ! -f "$prefix/.mnemo-tsan-abseil-$absl_version" ]; then
   fetch_source abseil "$absl_version" "$work/abseil"
   echo "tsan-libs: building Abseil with TSan"
   start=$(date +%s)
-  cmake -S "$work/abseil" -B "$work/abseil-build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DCMAKE_CXX_STANDARD=17 -DABSL_PROPAGATE_CXX_STD=ON -DBUILD_SHARED_LIBS=ON \
-    -DBUILD_TESTING=OFF -DCMAKE_CXX_FLAGS="$tsan_flags" \
-    -DCMAKE_SHARED_LINKER_FLAGS="-fsanitize=thread" \
-    -DCMAKE_INSTALL_PREFIX="$prefix" -DCMAKE_INSTALL_LIBDIR=lib >/dev/null
+  configure_tsan "$work/abseil" "$work/abseil-build" -DABSL_PROPAGATE_CXX_STD=ON \
+    -DBUILD_TESTING=OFF -DCMAKE_INSTALL_PREFIX="$prefix" -DCMAKE_INSTALL_LIBDIR=lib
   build_logged "$work/abseil-build"
   cmake --install "$work/abseil-build" >/dev/null
   touch "$prefix/.mnemo-tsan-abseil-$absl_version"
@@ -94,15 +102,12 @@ if [ ! -f "$prefix/.mnemo-tsan-grpc-$grpc_version" ]; then
   start=$(date +%s)
   # Debian's provider options (debian/rules); the code generators are off, and with them the
   # targets that need libprotoc (its library is named only so that configuring succeeds).
-  cmake -S "$work/grpc" -B "$work/grpc-build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DCMAKE_CXX_STANDARD=17 -DBUILD_SHARED_LIBS=ON -DgRPC_BUILD_TESTS=OFF \
+  configure_tsan "$work/grpc" "$work/grpc-build" -DgRPC_BUILD_TESTS=OFF \
     -DgRPC_BUILD_CODEGEN=OFF -DgRPC_BACKWARDS_COMPATIBILITY_MODE=OFF \
     -DgRPC_ABSL_PROVIDER=package -DgRPC_CARES_PROVIDER=package -DgRPC_PROTOBUF_PROVIDER=package \
     -DgRPC_RE2_PROVIDER=package -DgRPC_SSL_PROVIDER=package -DgRPC_ZLIB_PROVIDER=package \
     -Dabsl_DIR="$prefix/lib/cmake/absl" \
-    -DProtobuf_PROTOC_LIBRARY="$(ls /usr/lib/x86_64-linux-gnu/libprotoc.so* | head -n 1)" \
-    -DCMAKE_C_FLAGS="$tsan_flags" -DCMAKE_CXX_FLAGS="$tsan_flags" \
-    -DCMAKE_SHARED_LINKER_FLAGS="-fsanitize=thread" >/dev/null
+    -DProtobuf_PROTOC_LIBRARY="$(ls /usr/lib/x86_64-linux-gnu/libprotoc.so* | head -n 1)"
   build_logged "$work/grpc-build" gpr grpc grpc++ upb address_sorting
   for lib in gpr grpc grpc++ upb address_sorting; do
     cp -P "$work/grpc-build/lib$lib.so"* "$prefix/lib/"

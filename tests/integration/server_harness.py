@@ -111,14 +111,21 @@ class ServerProcess:
         return "\n".join(text.splitlines()[-lines:])
 
 
-def start_server(test_class, extra_args=()):
-    """Starts a server for a TestCase class; cleanup is registered before anything can fail."""
-    workdir = tempfile.mkdtemp(prefix="mnemo-e2e-")
-    test_class.addClassCleanup(shutil.rmtree, workdir, ignore_errors=True)
+def launch(workdir, extra_args, add_cleanup):
+    """Starts a server in `workdir` and a client to it, and waits until it serves. Their
+    cleanup goes to `add_cleanup` (a TestCase's addCleanup or addClassCleanup) before anything
+    can fail."""
     server = ServerProcess(workdir, extra_args)
-    test_class.addClassCleanup(server.stop)
+    add_cleanup(server.stop)
     server.start()
     client = Client(server.address, timeout=60)
-    test_class.addClassCleanup(client.close)
+    add_cleanup(client.close)
     server.wait_serving(client)
     return server, client
+
+
+def start_server(test_class, extra_args=()):
+    """Starts a server for a TestCase class in a fresh directory it removes afterwards."""
+    workdir = tempfile.mkdtemp(prefix="mnemo-e2e-")
+    test_class.addClassCleanup(shutil.rmtree, workdir, ignore_errors=True)
+    return launch(workdir, extra_args, test_class.addClassCleanup)

@@ -208,12 +208,8 @@ class BadInputTest(unittest.TestCase):
         cls.canary = os.path.join(workdir, CANARY + ".snap")
         with open(cls.canary, "wb") as f:
             f.write(b"not a snapshot: a file outside --session_dir")
-        server = harness.ServerProcess(workdir, SERVER_ARGS + ["--session_dir", cls.session_dir])
-        cls.addClassCleanup(server.stop)
-        server.start()
-        client = harness.Client(server.address, timeout=60)
-        cls.addClassCleanup(client.close)
-        server.wait_serving(client)
+        server, client = harness.launch(
+            workdir, SERVER_ARGS + ["--session_dir", cls.session_dir], cls.addClassCleanup)
         cls.server, cls.client = server, client
         cls.channel = grpc.insecure_channel(server.address, options=[
             ("grpc.max_send_message_length", 8 << 20)])

@@ -89,13 +89,7 @@ class DurabilityDrillTest(unittest.TestCase):
         self.session_dir = os.path.join(self.workdir, "sessions")
 
     def start(self):
-        server = harness.ServerProcess(self.workdir, ["--session_dir", self.session_dir])
-        self.addCleanup(server.stop)
-        server.start()
-        client = Client(server.address, timeout=60)
-        self.addCleanup(client.close)
-        server.wait_serving(client)
-        return server, client
+        return harness.launch(self.workdir, ["--session_dir", self.session_dir], self.addCleanup)
 
     def test_kill_9_under_load_loses_nothing_acknowledged(self):
         server, client = self.start()
