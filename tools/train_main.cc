@@ -119,7 +119,7 @@ int TrainExitClassifier(const std::vector<std::string>& args) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  mnemo::util::ConfigureCpuRuntime(argv);
+  mnemo::util::ConfigureCpuRuntime(argv, mnemo::util::CpuWorkload::kTraining);
   std::vector<std::string> args(argv, argv + argc);
   absl::SetProgramUsageMessage(
       "mnemo-train --corpus DIR --out DIR [options]\n"

@@ -216,8 +216,10 @@ torch::Tensor RelativeAttentionImpl::Attend(const torch::Tensor& q,
     scores = torch::cat({scores, cmp_scores}, 3);
     mask = torch::cat({mask, plan.cmp_mask.narrow(3, 0, cmp_used)}, 3);
   }
-  scores = (scores * scale_).masked_fill(mask.logical_not(),
-                                         -std::numeric_limits<float>::infinity());
+  // In place: the scaled scores are a temporary no backward function keeps (training: it saves
+  // a copy of a [B, H, S, keys] tensor per layer).
+  scores = (scores * scale_).masked_fill_(mask.logical_not(),
+                                          -std::numeric_limits<float>::infinity());
   torch::Tensor probs = torch::softmax(scores, 3);
 
   // [B, H, S, dh]

@@ -36,8 +36,8 @@ RelativeAttentionImpl::KnnHits RelativeAttentionImpl::RetrieveFromRing(
     // Exact search: cosine similarity with every retrievable entry. [B, H, S, filled]
     torch::NoGradGuard no_grad;
     torch::Tensor sims = torch::matmul(qn.detach(), keys.transpose(2, 3))
-                             .masked_fill(plan.knn_mask.narrow(3, 0, filled).logical_not(),
-                                          -std::numeric_limits<float>::infinity());
+                             .masked_fill_(plan.knn_mask.narrow(3, 0, filled).logical_not(),
+                                           -std::numeric_limits<float>::infinity());
     auto best = sims.topk(top, 3);
     hits.valid = torch::isfinite(std::get<0>(best));  // [B, H, S, k]
     index = std::get<1>(best);
@@ -96,11 +96,15 @@ torch::Tensor RelativeAttentionImpl::MixKnnHits(const torch::Tensor& qn, const t
   // Per-head parameters broadcast as [1, H, 1...] over qn's other dimensions.
   std::vector<int64_t> per_head(qn.dim(), 1);
   per_head[1] = heads_;
-  // Gradients reach the query, the scale and the gate; the hits are constants. [..., k]
-  torch::Tensor logits = (qn.unsqueeze(-2) * keys).sum(-1) * knn_scale_.view(per_head);
+  // Gradients reach the query, the scale and the gate; the hits are constants. Both sums over
+  // the hits are batched products ([k, dh] x [dh, 1] and [1, k] x [k, dh] per query): as
+  // broadcast multiplies they materialised (and, training, differentiated) a [..., k, dh]
+  // tensor each. [..., k]
+  torch::Tensor logits =
+      torch::matmul(keys, qn.unsqueeze(-1)).squeeze(-1) * knn_scale_.view(per_head);
   // Finite fill: a query with no entries yet gets a harmless uniform softmax, then gate 0.
   torch::Tensor probs = torch::softmax(logits.masked_fill(valid.logical_not(), -1e9), -1);
-  torch::Tensor y_knn = (probs.unsqueeze(-1) * values).sum(-2);  // qn's shape
+  torch::Tensor y_knn = torch::matmul(probs.unsqueeze(-2), values).squeeze(-2);  // qn's shape
   torch::Tensor gate = torch::sigmoid(knn_gate_).view(per_head) *
                        valid.any(-1, /*keepdim=*/true).to(y_local.scalar_type());
   return y_local + gate * (y_knn - y_local);

@@ -59,7 +59,7 @@ void FlushDenormalsToZero() {
 #endif
 }
 
-void ConfigureCpuRuntime(char** argv) {
+void ConfigureCpuRuntime(char** argv, CpuWorkload workload) {
   // Threads inherit the floating-point environment of the thread that creates them, so doing
   // this before LibTorch or OpenMP start any thread covers every worker.
   if (std::getenv("MNEMO_KEEP_DENORMALS") == nullptr) FlushDenormalsToZero();
@@ -70,6 +70,13 @@ void ConfigureCpuRuntime(char** argv) {
     const std::string best = BestOpenBlasCoreType();
     if (!best.empty() && IsFallbackCore(LoadedOpenBlasCoreType())) {
       ::setenv("OPENBLAS_CORETYPE", best.c_str(), 1);
+      changed = true;
+    }
+  }
+  if (workload == CpuWorkload::kTraining && std::getenv("GOMP_SPINCOUNT") == nullptr) {
+    const char* policy = std::getenv("OMP_WAIT_POLICY");
+    if (policy == nullptr || strcasecmp(policy, "PASSIVE") == 0) {
+      ::setenv("GOMP_SPINCOUNT", "1000", 1);  // overrides PASSIVE's zero spin in libgomp
       changed = true;
     }
   }
