@@ -3,6 +3,9 @@
 
     /usr/bin/python3 scripts/copy_probe/plain_gpt.py CORPUS_DIR [--layers 2] [--steps 3000]
 
+Needs Debian's PyTorch (`apt-get install python3-torch`; scripts/setup.sh does not install it,
+nothing else in mnemo uses it).
+
 Learned absolute positions, causal attention over 128-byte windows, no memory; the same width,
 batch, learning rate, warm-up and cosine schedule as the mnemo-train run it is compared with
 (docs/results/training_speed.md). Prints `step train_bpb validation_bpb seconds` every 200
