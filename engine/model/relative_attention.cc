@@ -203,32 +203,31 @@ torch::Tensor RelativeAttentionImpl::Attend(const torch::Tensor& q,
   // Position scores for every distance, then picked per key: [B, H, S, D']
   torch::Tensor by_distance = torch::matmul(qv, table.transpose(1, 2).unsqueeze(0));
 
-  torch::Tensor k_raw = memory.k_raw().narrow(2, 0, raw_used).to(torch::kFloat32);
-  // [B, H, S, raw_used]
-  torch::Tensor scores =
-      torch::matmul(qu, k_raw.transpose(2, 3)) +
-      by_distance.gather(3, plan.raw_distance.narrow(1, 0, raw_used).expand({batch, heads_, length, raw_used}));
-  torch::Tensor mask = plan.raw_mask.narrow(3, 0, raw_used);  // [R, 1, S, raw_used (+ cmp_used)]
+  // Raw keys, then compressed ones, as one key set: one product for the content scores, one
+  // gather for the position scores and one product for the values. (Separate raw and compressed
+  // products, then concatenated scores and narrowed probabilities, cost training a gather
+  // backward, a [B, H, S, keys] concatenation and two zero-filled slice gradients per layer.)
+  torch::Tensor keys = memory.k_raw().narrow(2, 0, raw_used);
+  torch::Tensor values = memory.v_raw().narrow(2, 0, raw_used);
+  torch::Tensor distance = plan.raw_distance.narrow(1, 0, raw_used);  // [S, keys]
+  torch::Tensor mask = plan.raw_mask.narrow(3, 0, raw_used);          // [R, 1, S, keys]
   if (cmp_used > 0) {
-    torch::Tensor cmp_scores =
-        torch::matmul(qu, memory.k_cmp().narrow(2, 0, cmp_used).to(torch::kFloat32).transpose(2, 3)) +
-        by_distance.gather(3, plan.cmp_distance.narrow(1, 0, cmp_used).expand({batch, heads_, length, cmp_used}));
-    scores = torch::cat({scores, cmp_scores}, 3);
+    keys = torch::cat({keys, memory.k_cmp().narrow(2, 0, cmp_used)}, 2);
+    values = torch::cat({values, memory.v_cmp().narrow(2, 0, cmp_used)}, 2);
+    distance = torch::cat({distance, plan.cmp_distance.narrow(1, 0, cmp_used)}, 1);
     mask = torch::cat({mask, plan.cmp_mask.narrow(3, 0, cmp_used)}, 3);
   }
+  const int64_t visible = raw_used + cmp_used;
+  // [B, H, S, keys]
+  torch::Tensor scores =
+      torch::matmul(qu, keys.to(torch::kFloat32).transpose(2, 3)) +
+      by_distance.gather(3, distance.expand({batch, heads_, length, visible}));
   // In place: the scaled scores are a temporary no backward function keeps (training: it saves
   // a copy of a [B, H, S, keys] tensor per layer).
   scores = (scores * scale_).masked_fill_(mask.logical_not(),
                                           -std::numeric_limits<float>::infinity());
   torch::Tensor probs = torch::softmax(scores, 3);
-
-  // [B, H, S, dh]
-  torch::Tensor y = torch::matmul(probs.narrow(3, 0, raw_used),
-                                  memory.v_raw().narrow(2, 0, raw_used).to(torch::kFloat32));
-  if (cmp_used > 0) {
-    y = y + torch::matmul(probs.narrow(3, raw_used, cmp_used),
-                          memory.v_cmp().narrow(2, 0, cmp_used).to(torch::kFloat32));
-  }
+  torch::Tensor y = torch::matmul(probs, values.to(torch::kFloat32));  // [B, H, S, dh]
   return y;
 }
 
