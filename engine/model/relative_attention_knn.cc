@@ -96,15 +96,13 @@ torch::Tensor RelativeAttentionImpl::MixKnnHits(const torch::Tensor& qn, const t
   // Per-head parameters broadcast as [1, H, 1...] over qn's other dimensions.
   std::vector<int64_t> per_head(qn.dim(), 1);
   per_head[1] = heads_;
-  // Gradients reach the query, the scale and the gate; the hits are constants. Both sums over
-  // the hits are batched products ([k, dh] x [dh, 1] and [1, k] x [k, dh] per query): as
-  // broadcast multiplies they materialised (and, training, differentiated) a [..., k, dh]
-  // tensor each. [..., k]
-  torch::Tensor logits =
-      torch::matmul(keys, qn.unsqueeze(-1)).squeeze(-1) * knn_scale_.view(per_head);
+  // Gradients reach the query, the scale and the gate; the hits are constants. [..., k]
+  // (Broadcast multiplies, not batched products: ATen runs a batch of [k, dh] x [dh, 1]
+  // products as one small GEMM call per query, no faster in training; training_speed.md.)
+  torch::Tensor logits = (qn.unsqueeze(-2) * keys).sum(-1) * knn_scale_.view(per_head);
   // Finite fill: a query with no entries yet gets a harmless uniform softmax, then gate 0.
   torch::Tensor probs = torch::softmax(logits.masked_fill(valid.logical_not(), -1e9), -1);
-  torch::Tensor y_knn = torch::matmul(probs.unsqueeze(-2), values).squeeze(-2);  // qn's shape
+  torch::Tensor y_knn = (probs.unsqueeze(-1) * values).sum(-2);  // qn's shape
   torch::Tensor gate = torch::sigmoid(knn_gate_).view(per_head) *
                        valid.any(-1, /*keepdim=*/true).to(y_local.scalar_type());
   return y_local + gate * (y_knn - y_local);
