@@ -222,8 +222,8 @@ torch::Tensor RelativeAttentionImpl::Attend(const torch::Tensor& q,
   torch::Tensor scores =
       torch::matmul(qu, keys.to(torch::kFloat32).transpose(2, 3)) +
       by_distance.gather(3, distance.expand({batch, heads_, length, visible}));
-  // In place: the scaled scores are a temporary no backward function keeps (training: it saves
-  // a copy of a [B, H, S, keys] tensor per layer).
+  // In place: the scaled scores are a temporary no backward function keeps, and an out-of-place
+  // fill would copy a [B, H, S, keys] tensor per layer.
   scores = (scores * scale_).masked_fill_(mask.logical_not(),
                                           -std::numeric_limits<float>::infinity());
   torch::Tensor probs = torch::softmax(scores, 3);

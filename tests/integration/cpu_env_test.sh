@@ -5,7 +5,7 @@
 set -euo pipefail
 cpu_env="$1"
 fail=0
-check() {  # check NAME EXPECTED-REGEX UNWANTED-REGEX -- env assignments... -- args...
+check() {  # check NAME WANTED-REGEX UNWANTED-REGEX [VAR=VALUE...] COMMAND [ARGS...] (clean env)
   local name="$1" want="$2" unwanted="$3"; shift 3
   local out
   out=$(env -i PATH=/usr/bin:/bin "$@")
